@@ -1,0 +1,164 @@
+"""Rows through a kernel in fixed-size, padded batches, optionally sharded over devices.
+
+Every function of jaximp that takes rows runs its per-row kernel through :func:`map_rows`:
+
+* rows go in steps of ``batch_size`` rows per device (the last step zero-padded), so device
+  memory is bounded for any N and a new N does not trigger a recompile: steps are compiled
+  once per (step shape, model shape);
+* with several devices, each step is sharded along rows (``NamedSharding(mesh, P("rows"))``)
+  and the kernel's other arguments (model, tables) are replicated;
+* results of each step are copied to host memory while the next step runs, and returned as
+  NumPy arrays;
+* when the kernel's non-row arguments are traced (``jax.grad`` / ``jax.jit`` over the model),
+  all rows go through one traced call instead, so the result is differentiable.
+
+Per-row kernels must be row-independent: row ``i`` of the output depends only on row ``i`` of
+the inputs, so results do not depend on batch size or device count.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+_ROW_AXIS = "rows"
+_CPU_BLOCK = 1024  # rows per fused block on CPU: the tables of one block stay in cache
+_DEFAULT_BATCH = {"cpu": 1 << 15}
+_ACCELERATOR_BATCH = 1 << 18
+
+
+def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
+    """Normalise ``devices=`` (None, an int or a sequence of ``jax.Device``) to a tuple."""
+    if devices is None:
+        return (jax.devices()[0],)
+    available = jax.devices()
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= devices <= len(available):
+            raise ValueError(
+                f"{fn_name}: devices must be between 1 and {len(available)} (the devices JAX "
+                f"sees); got {devices}"
+            )
+        return tuple(available[: int(devices)])
+    if isinstance(devices, Sequence) and devices and all(
+        isinstance(d, jax.Device) for d in devices
+    ):
+        return tuple(devices)
+    raise TypeError(
+        f"{fn_name}: devices must be None, an int or a list of jax.Device; got {devices!r}"
+    )
+
+
+def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str) -> int:
+    """Rows per device step: ``batch_size`` checked, or the device's default."""
+    if batch_size is None:
+        return _DEFAULT_BATCH.get(device.platform, _ACCELERATOR_BATCH)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"{fn_name}: batch_size must be a positive int or None; got {batch_size!r}")
+    return int(batch_size)
+
+
+def block_size(batch: int, device: jax.Device) -> int:
+    """Rows per fused block inside a step: small on CPU (cache), the whole step elsewhere."""
+    return min(batch, _CPU_BLOCK) if device.platform == "cpu" else batch
+
+
+def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
+    """``row_fn`` over the leading axis of ``rows`` in blocks of ``block`` rows (``lax.map``).
+
+    ``row_fn`` takes and returns arrays with a leading block axis.
+    """
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    if n <= block:
+        return row_fn(rows)
+    n_blocks, rest = divmod(n, block)
+    head = jax.tree_util.tree_map(lambda a: a[: n_blocks * block].reshape(n_blocks, block, *a.shape[1:]), rows)
+    out = jax.lax.map(row_fn, head)
+    out = jax.tree_util.tree_map(lambda a: a.reshape(n_blocks * block, *a.shape[2:]), out)
+    if rest:
+        tail = row_fn(jax.tree_util.tree_map(lambda a: a[n_blocks * block :], rows))
+        out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), out, tail)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple) -> Callable:
+    kw = dict(static)
+    fn = functools.partial(kernel, **kw)
+    mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
+    return jax.jit(
+        fn,
+        in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec(_ROW_AXIS))),
+        out_shardings=NamedSharding(mesh, PartitionSpec(_ROW_AXIS)),
+    )
+
+
+def _is_traced(tree: Any) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n - 1).bit_length())
+
+
+def map_rows(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    **static: Any,
+) -> Any:
+    """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
+
+    Args:
+        kernel: a pure function; ``rows`` is a pytree of arrays with a leading row axis
+            ``[n, ...]``, and it returns a pytree of arrays with leading axis ``n``. It receives
+            ``block`` (rows per fused block, see :func:`map_blocks`) and ``static`` as keywords.
+        params: the pytree every row shares (the model, per-tree tables), replicated.
+        rows: pytree of arrays with the same leading length N (host or device arrays).
+        batch_size: rows per device step, or None for the device default.
+        devices: None, an int or a list of ``jax.Device`` (see :func:`resolve_devices`).
+        fn_name: the public function's name, for error messages.
+        **static: hashable arguments compiled into the kernel.
+
+    Returns:
+        The kernel's output pytree with leading axis N: NumPy arrays, or traced arrays when
+        ``params`` is traced.
+    """
+    devs = resolve_devices(devices, fn_name)
+    per_device = resolve_batch_size(batch_size, devs[0], fn_name)
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    static_items = tuple(sorted(static.items()))
+    if _is_traced(params) or _is_traced(rows):
+        block = block_size(max(n, 1), devs[0])
+        return kernel(params, rows, block=block, **static)
+    # Small inputs use the next power of two (>= 256) instead of a whole step: few shapes,
+    # little padding, and the same rows give the same results (kernels are row-independent).
+    per_device = min(per_device, max(256, _next_pow2(-(-n // len(devs)))))
+    step = per_device * len(devs)
+    compiled = _compiled(kernel, devs, static_items + (("block", block_size(per_device, devs[0])),))
+    pending, done = None, []
+    for start in range(0, n, step):
+        chunk = jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows)
+        out = compiled(params, chunk)
+        if pending is not None:
+            done.append(jax.device_get(pending))
+        pending = out
+    done.append(jax.device_get(pending))
+    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:n], *done)
+
+
+def _padded(a: Any, size: int) -> Any:
+    missing = size - a.shape[0]
+    if missing == 0:
+        return a
+    xp = jnp if isinstance(a, jax.Array) else np
+    return xp.concatenate([a, xp.zeros((missing, *a.shape[1:]), a.dtype)])

@@ -1,0 +1,139 @@
+"""Host-side checks and normalisation of the rows users pass in.
+
+Everything a kernel sees is ``f32[N, F]`` in the model's column order: this module turns NumPy
+and JAX arrays, pandas and polars DataFrames and numeric ``catboost.Pool`` objects into that,
+or raises a ``TypeError``/``ValueError`` naming the argument and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaximp._model import ObliviousEnsemble
+
+
+def has_real_names(ens: ObliviousEnsemble) -> bool:
+    """Whether the model was trained with column names (not CatBoost's default ``0..F-1``)."""
+    return tuple(ens.feature_names) != tuple(str(i) for i in range(ens.n_features))
+
+
+def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") -> np.ndarray | jax.Array:
+    """``f32[N, F]`` rows of ``X`` in the model's column order.
+
+    Args:
+        X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or numeric ``catboost.Pool``.
+        ens: the model, whose ``n_features`` and ``feature_names`` the columns must match.
+        fn_name: the public function, for error messages.
+        arg: the argument's name, for error messages.
+
+    Returns:
+        ``f32[N, F]``: a NumPy array, or a JAX array when ``X`` is one (kept on its device).
+
+    Raises:
+        TypeError: an unsupported type or non-numeric data.
+        ValueError: wrong rank, wrong column count, missing named columns, or no rows.
+    """
+    columns = _frame_columns(X)
+    if columns is not None:
+        X = _select_frame(X, columns, ens, fn_name, arg)
+    elif _is_pool(X):
+        X = _pool_matrix(X, ens, fn_name, arg)
+    if isinstance(X, jax.Array):
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+            raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {X.dtype}")
+        _check_shape(X.shape, ens, fn_name, arg)
+        return X.astype(np.float32)
+    if not isinstance(X, (np.ndarray, list, tuple)):
+        raise TypeError(
+            f"{fn_name}: {arg} must be a NumPy or JAX array, a pandas or polars DataFrame or a "
+            f"catboost.Pool; got {type(X).__name__}"
+        )
+    try:
+        array = np.asarray(X)
+    except ValueError as e:
+        raise ValueError(f"{fn_name}: {arg} must be a rectangular [N, {ens.n_features}] array ({e})") from e
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        try:
+            array = array.astype(np.float32)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {array.dtype}") from e
+    _check_shape(array.shape, ens, fn_name, arg)
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _check_shape(shape: tuple, ens: ObliviousEnsemble, fn_name: str, arg: str) -> None:
+    if len(shape) != 2:
+        hint = " (one row: X.reshape(1, -1))" if len(shape) == 1 else ""
+        raise ValueError(f"{fn_name}: {arg} must have rank 2, [N, {ens.n_features}]{hint}; got shape {shape}")
+    if shape[1] != ens.n_features:
+        raise ValueError(
+            f"{fn_name}: {arg} must have {ens.n_features} columns, the model's features; got {shape[1]}"
+        )
+    if shape[0] == 0:
+        raise ValueError(f"{fn_name}: {arg} must have at least one row; got shape {shape}")
+
+
+def _frame_columns(X: Any) -> list[str] | None:
+    module = type(X).__module__
+    if module.startswith("pandas") and hasattr(X, "columns") and hasattr(X, "dtypes"):
+        return [str(c) for c in X.columns]
+    if module.startswith("polars") and hasattr(X, "columns") and hasattr(X, "schema"):
+        return list(X.columns)
+    return None
+
+
+def _select_frame(X: Any, columns: list[str], ens: ObliviousEnsemble, fn_name: str, arg: str) -> np.ndarray:
+    if has_real_names(ens):
+        missing = [name for name in ens.feature_names if name not in set(columns)]
+        if missing:
+            raise ValueError(
+                f"{fn_name}: {arg} must have the model's feature columns; missing {missing[:10]}"
+                + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            )
+        positions = [columns.index(name) for name in ens.feature_names]
+    else:
+        if len(columns) != ens.n_features:
+            raise ValueError(
+                f"{fn_name}: {arg} must have {ens.n_features} columns, the model's features; "
+                f"got {len(columns)}"
+            )
+        positions = list(range(len(columns)))
+    if type(X).__module__.startswith("pandas"):
+        frame = X.iloc[:, positions]
+        bad = [str(c) for c, dt in zip(frame.columns, frame.dtypes) if not _numeric_pandas(dt)]
+    else:
+        frame = X.select([X.columns[i] for i in positions])
+        bad = [c for c, dt in frame.schema.items() if not (dt.is_numeric() or str(dt) == "Boolean")]
+    if bad:
+        raise TypeError(f"{fn_name}: {arg} must hold numbers; non-numeric columns {bad[:10]}")
+    array = frame.to_numpy(dtype=np.float32) if type(X).__module__.startswith("pandas") else frame.to_numpy()
+    return np.asarray(array, np.float32)
+
+
+def _numeric_pandas(dtype: Any) -> bool:
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+
+
+def _is_pool(X: Any) -> bool:
+    return type(X).__name__ == "Pool" and type(X).__module__.startswith("catboost")
+
+
+def _pool_matrix(pool: Any, ens: ObliviousEnsemble, fn_name: str, arg: str) -> np.ndarray:
+    if pool.get_cat_feature_indices() or pool.get_text_feature_indices() or pool.get_embedding_feature_indices():
+        raise TypeError(f"{fn_name}: {arg} must be a catboost.Pool of numeric features only")
+    try:
+        array = np.asarray(pool.get_features(), np.float32)
+    except Exception as e:  # catboost raises its own error types for quantized pools
+        raise TypeError(f"{fn_name}: {arg} must be a catboost.Pool of raw numeric features ({e})") from e
+    names = pool.get_feature_names()
+    if has_real_names(ens) and names and list(names) != list(range(len(names))):
+        names = [str(n) for n in names]
+        missing = [name for name in ens.feature_names if name not in set(names)]
+        if not missing:
+            return array[:, [names.index(name) for name in ens.feature_names]]
+    return array

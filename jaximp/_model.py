@@ -1,0 +1,115 @@
+"""The oblivious ensemble as a pytree of dense arrays.
+
+Shape legend used across jaximp: N rows, F features, T trees, D depth (max over trees),
+L = 2**D leaves, K outputs, R repeats, B background rows.
+
+An oblivious (symmetric) tree of depth D applies the same split at every node of a level, so
+a row's leaf index is ``sum_d 2**d * [x[split_features[d]] > split_borders[d]]``: bit ``d`` of
+the leaf index is the outcome of the split at depth ``d`` (CatBoost's layout, seed 002).
+Trees shallower than D are padded: the padded depths have ``split_mask == False``, a border of
+``+inf`` (never true), and leaves whose padded bits are set have weight 0, so every result is
+that of the unpadded tree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+NanMode = Literal["Min", "Max", "AsIs"]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ObliviousEnsemble:
+    """A trained oblivious ensemble: arrays are pytree leaves, sizes and names are static.
+
+    Attributes:
+        split_features: ``i32[T, D]`` feature index of the split at each depth (0 where padded).
+        split_borders: ``f32[T, D]`` the split is ``x > border`` (``+inf`` where padded).
+        split_bins: ``i32[T, D]`` index of the border in ``borders[feature]``: the split is
+            ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
+        split_mask: ``bool[T, D]`` False on padded depths of shallower trees.
+        borders: ``f32[F, Bmax]`` each feature's sorted borders, padded with ``+inf``.
+        leaf_values: ``f32[T, L, K]`` leaf values, already multiplied by nothing: the raw
+            prediction is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
+        leaf_weights: ``f32[T, L]`` training weight of each leaf (0 for padded leaves).
+        scale: ``f32[]`` CatBoost's scale.
+        bias: ``f32[K]`` CatBoost's bias.
+        n_features: F, static.
+        feature_names: the F column names (CatBoost's feature ids, or "0", "1", ...).
+        nan_modes: per feature "Min" (NaN below every border), "Max" (above every border) or
+            "AsIs" (every comparison with NaN is false, which routes like "Min").
+        loss_function: the training loss as CatBoost names it ("RMSE", "Logloss", ...).
+        class_names: class labels of a classifier, else ``()``.
+    """
+
+    split_features: Array
+    split_borders: Array
+    split_bins: Array
+    split_mask: Array
+    borders: Array
+    leaf_values: Array
+    leaf_weights: Array
+    scale: Array
+    bias: Array
+    n_features: int = dataclasses.field(metadata=dict(static=True))
+    feature_names: tuple[str, ...] = dataclasses.field(metadata=dict(static=True))
+    nan_modes: tuple[NanMode, ...] = dataclasses.field(metadata=dict(static=True))
+    loss_function: str = dataclasses.field(default="RMSE", metadata=dict(static=True))
+    class_names: tuple = dataclasses.field(default=(), metadata=dict(static=True))
+
+    @property
+    def n_trees(self) -> int:
+        """T, the number of trees."""
+        return self.split_features.shape[0]
+
+    @property
+    def depth(self) -> int:
+        """D, the depth of the deepest tree."""
+        return self.split_features.shape[1]
+
+    @property
+    def n_leaves(self) -> int:
+        """L = 2**D."""
+        return self.leaf_values.shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        """K: 1 for regression and binary, classes for multiclass, targets for multi-regression."""
+        return self.leaf_values.shape[2]
+
+    def predict(self, X, *, batch_size: int | None = None, devices=None) -> Array:
+        """Raw predictions, CatBoost's ``prediction_type="RawFormulaVal"``.
+
+        Args:
+            X: ``[N, F]`` rows: NumPy/JAX array, pandas/polars DataFrame or numeric catboost.Pool.
+            batch_size: rows per device step (None picks one).
+            devices: None, an int or a list of ``jax.Device`` to shard rows over.
+
+        Returns:
+            ``f32[N]`` when K == 1, else ``f32[N, K]``.
+
+        Example:
+            >>> ens = jaximp.from_catboost(model)                # doctest: +SKIP
+            >>> ens.predict(X)                                   # doctest: +SKIP
+        """
+        from jaximp._leaves import predict
+
+        return predict(self, X, batch_size=batch_size, devices=devices)
+
+
+def nan_fill_values(ens: ObliviousEnsemble) -> Array:
+    """``f32[F]`` the value NaN takes before comparing with borders: -inf or +inf."""
+    return jnp.asarray(
+        [jnp.inf if mode == "Max" else -jnp.inf for mode in ens.nan_modes], jnp.float32
+    )
+
+
+def squeeze_outputs(values: Array, n_outputs: int) -> Array:
+    """Drop the trailing K axis when K == 1 (the API's single-output layout)."""
+    return values[..., 0] if n_outputs == 1 else values

@@ -1,0 +1,72 @@
+"""Shared fixtures: small CatBoost models of every output kind, trained once per session.
+
+Models are trained on synthetic data made here (deterministic seeds), small enough that the
+whole grid trains in seconds on 2 cores.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import catboost
+import numpy as np
+import pytest
+
+import jaximp
+
+KINDS = ("regression", "binary", "multiclass", "multiregression")
+
+
+def make_data(kind: str, n: int = 400, n_features: int = 6, seed: int = 0, nan_fraction: float = 0.0):
+    """``(X f32[n, F], y)`` for an output kind; NaN injected at ``nan_fraction`` of cells."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, n_features)).astype(np.float32)
+    signal = X[:, 0] * 2 + np.sin(3 * X[:, 1]) + X[:, 2] * X[:, 3]
+    if kind == "regression":
+        y = signal + 0.1 * rng.normal(size=n)
+    elif kind == "binary":
+        y = (signal + 0.5 * rng.normal(size=n) > 0).astype(int)
+    elif kind == "multiclass":
+        y = np.digitize(signal + 0.5 * rng.normal(size=n), [-1.0, 1.0])
+    elif kind == "multiregression":
+        y = np.stack([signal, X[:, 4] - X[:, 0]], axis=1)
+    else:
+        raise ValueError(kind)
+    if nan_fraction:
+        X[rng.random(X.shape) < nan_fraction] = np.nan
+    return X, y
+
+
+_LOSS = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass", "multiregression": "MultiRMSE"}
+
+
+@functools.lru_cache(maxsize=None)
+def train(kind: str = "regression", depth: int = 4, iterations: int = 20, nan_mode: str = "Min",
+          nan_fraction: float = 0.0, border_count: int = 32, weighted: bool = False, seed: int = 0,
+          n: int = 400, n_features: int = 6):
+    """A fitted CatBoost model and its training data ``(model, X, y, w)``, cached per arguments."""
+    X, y = make_data(kind, n=n, n_features=n_features, seed=seed, nan_fraction=nan_fraction)
+    w = np.random.default_rng(seed + 1).uniform(0.2, 3.0, size=len(X)) if weighted else None
+    model = catboost.CatBoost(dict(
+        loss_function=_LOSS[kind], depth=depth, iterations=iterations, learning_rate=0.3,
+        nan_mode=nan_mode, border_count=border_count, random_seed=seed, verbose=0,
+        thread_count=1, allow_writing_files=False,
+    ))
+    model.fit(X, y, sample_weight=w)
+    return model, X, y, w
+
+
+@functools.lru_cache(maxsize=None)
+def summed(kind: str = "regression", depths: tuple = (2, 5, 3)):
+    """``catboost.sum_models`` of models of different depths: ``(model, X, y)``."""
+    parts = [train(kind, depth=d, iterations=5, seed=i)[0] for i, d in enumerate(depths)]
+    model = catboost.sum_models(parts, weights=[1.0, 0.5, 0.25][: len(parts)])
+    _, X, y, _ = train(kind, depth=depths[0], iterations=5, seed=0)
+    return model, X, y
+
+
+@pytest.fixture(scope="session")
+def regression_model():
+    """A small fitted regression model with its ensemble: ``(model, ens, X, y)``."""
+    model, X, y, _ = train("regression")
+    return model, jaximp.from_catboost(model), X, y
