@@ -28,7 +28,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 _ROW_AXIS = "rows"
-_CPU_BLOCK = 1024  # rows per fused block on CPU: the tables of one block stay in cache
+# Rows per fused block: every row of an untraced call goes through the same compiled block
+# program, so a row's result (down to the order of float sums) never depends on batch size,
+# N or device count. Small on CPU so that a block's tables stay in cache.
+_BLOCK = {"cpu": 1024}
+_ACCELERATOR_BLOCK = 1 << 14
 _DEFAULT_BATCH = {"cpu": 1 << 15}
 _ACCELERATOR_BATCH = 1 << 18
 
@@ -63,18 +67,19 @@ def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str) -> int
     return int(batch_size)
 
 
-def block_size(batch: int, device: jax.Device) -> int:
-    """Rows per fused block inside a step: small on CPU (cache), the whole step elsewhere."""
-    return min(batch, _CPU_BLOCK) if device.platform == "cpu" else batch
+def block_size(device: jax.Device) -> int:
+    """Rows per fused block on ``device`` (see ``_BLOCK``)."""
+    return _BLOCK.get(device.platform, _ACCELERATOR_BLOCK)
 
 
 def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
     """``row_fn`` over the leading axis of ``rows`` in blocks of ``block`` rows (``lax.map``).
 
-    ``row_fn`` takes and returns arrays with a leading block axis.
+    ``row_fn`` takes and returns arrays with a leading block axis. When the row count is a
+    multiple of ``block`` (always, under :func:`map_rows`), every block runs the same program.
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    if n <= block:
+    if n < block:
         return row_fn(rows)
     n_blocks, rest = divmod(n, block)
     head = jax.tree_util.tree_map(lambda a: a[: n_blocks * block].reshape(n_blocks, block, *a.shape[1:]), rows)
@@ -124,7 +129,8 @@ def map_rows(
             ``block`` (rows per fused block, see :func:`map_blocks`) and ``static`` as keywords.
         params: the pytree every row shares (the model, per-tree tables), replicated.
         rows: pytree of arrays with the same leading length N (host or device arrays).
-        batch_size: rows per device step, or None for the device default.
+        batch_size: rows per device step, or None for the device default; rounded up to a
+            whole number of blocks (1024 rows on CPU), which bounds memory the same way.
         devices: None, an int or a list of ``jax.Device`` (see :func:`resolve_devices`).
         fn_name: the public function's name, for error messages.
         **static: hashable arguments compiled into the kernel.
@@ -136,15 +142,15 @@ def map_rows(
     devs = resolve_devices(devices, fn_name)
     per_device = resolve_batch_size(batch_size, devs[0], fn_name)
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    static_items = tuple(sorted(static.items()))
+    block = block_size(devs[0])
     if _is_traced(params) or _is_traced(rows):
-        block = block_size(max(n, 1), devs[0])
         return kernel(params, rows, block=block, **static)
-    # Small inputs use the next power of two (>= 256) instead of a whole step: few shapes,
-    # little padding, and the same rows give the same results (kernels are row-independent).
-    per_device = min(per_device, max(256, _next_pow2(-(-n // len(devs)))))
+    # A step is a whole number of blocks: the requested rows rounded up, or for small inputs
+    # the next power of two, so that few shapes are ever compiled.
+    per_device = min(per_device, _next_pow2(-(-n // len(devs))))
+    per_device = -(-per_device // block) * block
     step = per_device * len(devs)
-    compiled = _compiled(kernel, devs, static_items + (("block", block_size(per_device, devs[0])),))
+    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),))
     pending, done = None, []
     for start in range(0, n, step):
         chunk = jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows)

@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 from jaximp._batching import map_blocks, map_rows
@@ -75,8 +76,12 @@ def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
     return ens.scale * gather_leaf_values(ens.leaf_values, tree_leaves(ens, x)) + ens.bias
 
 
+_LEAF_BLOCK = 512  # the [T, block] -> [block, T] transpose is cheapest on blocks this small
+
+
 def _leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    return map_blocks(lambda xb: tree_leaves(ens, xb).T.astype(jnp.int32), x, block)
+    # Transposed in the narrow dtype; the public function widens to int32 on the host.
+    return map_blocks(lambda xb: tree_leaves(ens, xb).T, x, min(block, _LEAF_BLOCK))
 
 
 def _predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
@@ -102,7 +107,8 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
         >>> jaximp.leaf_indices(ens, X)  # doctest: +SKIP
     """
     x = as_features(X, ens, "leaf_indices")
-    return map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices")
+    leaves = map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices")
+    return leaves.astype(jnp.int32 if isinstance(leaves, jax.Array) else np.int32)
 
 
 def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None):
