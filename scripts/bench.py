@@ -1,0 +1,181 @@
+"""Time jaximp against the reference libraries, in one run, on the same data and model.
+
+Usage::
+
+    python scripts/bench.py            # full run, writes scripts/BENCHMARKS.md
+    python scripts/bench.py --quick    # small model and sizes, for a smoke test
+    python scripts/bench.py --only predict leaf
+
+The reference model is ``CatBoostRegressor(iterations=1000, depth=6, learning_rate=0.1)`` trained
+on 100k rows of ``make_regression(n_features=50, n_informative=20, noise=5)`` (ANCHORS.md); it
+is trained once and cached under ``~/.cache/jaximp-bench``. Every workload times the reference
+and jaximp on the same inputs: jaximp warm (after one call that compiles), best of ``--repeats``.
+The reference is timed once per repeat as well. Ratios are what to compare across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("JAXIMP_BENCH_CACHE", Path.home() / ".cache" / "jaximp-bench"))
+
+
+@dataclasses.dataclass
+class Workload:
+    """One row of the table: the same job done by a reference library and by jaximp."""
+
+    name: str
+    rows: int
+    reference: str
+    run_reference: Callable[[], object]
+    run_jaximp: Callable[[], object]
+    check: Callable[[object, object], str] | None = None
+
+
+def best_time(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    """Best wall time of ``repeats`` calls (results blocked on), and the last result."""
+    import jax
+
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn())
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def reference_model(quick: bool):
+    """The cached reference CatBoost model and its ensemble."""
+    import catboost
+    from sklearn.datasets import make_regression
+
+    import jaximp
+
+    iterations = 100 if quick else 1000
+    path = CACHE / f"reference-{iterations}.cbm"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        X, y = make_regression(n_samples=100_000, n_features=50, n_informative=20, noise=5, random_state=0)
+        model = catboost.CatBoostRegressor(
+            iterations=iterations, depth=6, learning_rate=0.1, verbose=0, random_seed=0,
+            allow_writing_files=False,
+        ).fit(X.astype(np.float32), y)
+        model.save_model(str(path))
+    model = catboost.CatBoostRegressor()
+    model.load_model(str(path))
+    return model, jaximp.from_catboost(model)
+
+
+def explained_rows(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows from the reference distribution, and their targets."""
+    from sklearn.datasets import make_regression
+
+    X, y = make_regression(n_samples=n, n_features=50, n_informative=20, noise=5, random_state=seed)
+    return X.astype(np.float32), y
+
+
+def max_abs_diff(a, b) -> str:
+    return f"max abs diff {np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max():.1e}"
+
+
+def core_workloads(model, ens, quick: bool) -> list[Workload]:
+    """Issue 2: predictions and leaf indices."""
+    import jaximp
+
+    n = 10_000 if quick else 100_000
+    X, _ = explained_rows(n)
+    return [
+        Workload("predict (raw)", n, "CatBoost predict",
+                 lambda: model.predict(X, prediction_type="RawFormulaVal"),
+                 lambda: ens.predict(X), max_abs_diff),
+        Workload("leaf indices", n, "CatBoost calc_leaf_indexes",
+                 lambda: model.calc_leaf_indexes(X),
+                 lambda: jaximp.leaf_indices(ens, X),
+                 lambda a, b: "equal" if np.array_equal(a, b) else "DIFFERENT"),
+    ]
+
+
+WORKLOADS = {"core": core_workloads}
+
+
+def device_name() -> str:
+    import jax
+
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        return f"CPU ({os.cpu_count()} cores, {platform.processor() or platform.machine()})"
+    return f"{device.platform.upper()} {device.device_kind}"
+
+
+def run(args) -> list[dict]:
+    model, ens = reference_model(args.quick)
+    results = []
+    for group, make in WORKLOADS.items():
+        if args.only and group not in args.only:
+            continue
+        for work in make(model, ens, args.quick):
+            work.run_jaximp()  # compile
+            t_ours, ours = best_time(work.run_jaximp, args.repeats)
+            t_ref, ref = best_time(work.run_reference, args.repeats)
+            note = work.check(ref, ours) if work.check else ""
+            row = dict(name=work.name, rows=work.rows, reference=work.reference, t_ref=t_ref,
+                       t_ours=t_ours, speedup=t_ref / t_ours, note=note)
+            print(f"{work.name:40s} {work.reference:40s} ref {t_ref:8.4f}s  jaximp {t_ours:8.4f}s  "
+                  f"x{row['speedup']:7.1f}  {note}", flush=True)
+            results.append(row)
+    return results
+
+
+def markdown(results: list[dict], args) -> str:
+    import jax
+
+    import jaximp
+
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `python scripts/bench.py`; every row times the reference and jaximp in the same run,",
+        "on the same data and model. jaximp is timed warm (compiled), best of "
+        f"{args.repeats}; so is the reference.",
+        "",
+        f"- device: {device_name()}; jax {jax.__version__}, jaximp {jaximp.__version__}, "
+        f"python {platform.python_version()}",
+        "- model: CatBoostRegressor(iterations="
+        f"{100 if args.quick else 1000}, depth=6, learning_rate=0.1) on make_regression(100k, 50 "
+        "features, 20 informative, noise=5); explained rows from the same distribution",
+        "",
+        "| workload | rows | reference | reference s | jaximp s | speed-up | rows/s (jaximp) | check |",
+        "|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['name']} | {r['rows']:,} | {r['reference']} | {r['t_ref']:.4f} | {r['t_ours']:.4f} | "
+            f"{r['speedup']:.1f}x | {r['rows'] / r['t_ours']:,.0f} | {r['note']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small model and sizes")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="*", help=f"workload groups among {sorted(WORKLOADS)}")
+    parser.add_argument("--out", default=str(HERE / "BENCHMARKS.md"))
+    args = parser.parse_args()
+    results = run(args)
+    if not args.only and not args.quick:
+        Path(args.out).write_text(markdown(results, args))
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
