@@ -42,6 +42,12 @@ def demo(iterations: int = 300, depth: int = 6) -> None:
     print(f"leaf_indices: shape {leaves.shape}, equal to CatBoost calc_leaf_indexes: {same}")
     print("first rows (raw prediction):", np.round(raw[:5], 3))
 
+    pvc = np.asarray(jaximp.prediction_values_change(ens))
+    reference = model.get_feature_importance(type="PredictionValuesChange")
+    print(f"\nPredictionValuesChange (max |jaximp - CatBoost| = {np.abs(pvc - reference).max():.1e}):")
+    for name, value in sorted(zip(ens.feature_names, pvc), key=lambda item: -item[1])[:5]:
+        print(f"  {name:>6s} {value:6.2f}")
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``jaximp`` command."""

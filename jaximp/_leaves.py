@@ -107,8 +107,13 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
         >>> jaximp.leaf_indices(ens, X)  # doctest: +SKIP
     """
     x = as_features(X, ens, "leaf_indices")
-    leaves = map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices")
+    leaves = leaf_rows(ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices")
     return leaves.astype(jnp.int32 if isinstance(leaves, jax.Array) else np.int32)
+
+
+def leaf_rows(ens: ObliviousEnsemble, x: Any, *, batch_size: int | None, devices: Any, fn_name: str):
+    """``[N, T]`` leaf indices of checked rows ``x: f32[N, F]``, in the narrow dtype (u8 for D <= 8)."""
+    return map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
 
 
 def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None):

@@ -1,0 +1,352 @@
+"""Importances read from the model alone: PredictionValuesChange, Interaction, split statistics.
+
+All three are closed forms of the leaf tables ``leaf_values f32[T, L, K]`` and
+``leaf_weights f32[T, L]`` (training weight of each leaf), so they are pure JAX functions of the
+ensemble pytree: ``jax.jit`` and ``jax.grad`` (w.r.t. ``leaf_values`` and ``leaf_weights``) go
+through them. Divisions are guarded (``where(den > 0, num / where(den > 0, den, 1), 0)``) so that
+empty leaves give exact zeros with finite gradients.
+
+Bit ``d`` of a leaf index is the outcome of a tree's split at depth ``d``; two leaves ``i`` and
+``i ^ (1 << d)`` differ only at that split (a *leaf pair*, seed 000). CatBoost draws the split of
+the highest bit as the root of the tree (``plot_tree``), so in the binary tree an oblivious tree
+unrolls to, the split of bit ``d`` of a tree of depth ``D_t`` is repeated in ``2**(D_t - 1 - d)``
+nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._inputs import _is_pool, as_features
+from jaximp._leaves import leaf_rows
+from jaximp._model import ObliviousEnsemble
+
+SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover")
+OUTPUT_REDUCTIONS = ("sum", "abs")
+_COUNT_CHUNK = 1 << 16  # rows whose leaf indices are held at once when counting leaf weights
+
+
+def _safe_div(num: Array, den: Array) -> Array:
+    """``num / den`` where ``den > 0``, else 0, with finite gradients everywhere."""
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
+
+
+def _check_ensemble(ens: Any, fn_name: str) -> None:
+    if not isinstance(ens, ObliviousEnsemble):
+        raise TypeError(
+            f"{fn_name}: ens must be a jaximp.ObliviousEnsemble (convert a CatBoost model with "
+            f"jaximp.from_catboost(model)); got {type(ens).__name__}"
+        )
+
+
+def _feature_sum(ens: ObliviousEnsemble, per_split: Array) -> Array:
+    """``f32[F]``: ``per_split f32[T, D]`` summed into each split's feature (padded depths add 0)."""
+    values = jnp.where(ens.split_mask, per_split, 0.0)
+    return jax.ops.segment_sum(values.ravel(), ens.split_features.ravel(), num_segments=ens.n_features)
+
+
+# --------------------------------------------------------------------------------------------
+# PredictionValuesChange
+
+
+def _leaf_pair_gains(leaf_values: Array, weights: Array) -> Array:
+    """``f32[T, D]``: sum over the leaf pairs of each depth of ``c1 (v1-avr)^2 + c2 (v2-avr)^2``.
+
+    Uses ``c1 (v1 - avr)^2 + c2 (v2 - avr)^2 = c1 c2 / (c1 + c2) * (v1 - v2)^2`` with
+    ``avr = (c1 v1 + c2 v2) / (c1 + c2)``, summed over the K outputs.
+    """
+    n_leaves = leaf_values.shape[1]
+    depth = max(n_leaves.bit_length() - 1, 0)
+    leaf = np.arange(n_leaves)
+    bit = 1 << np.arange(depth)[:, None]  # [D, 1]
+    partner = leaf[None, :] ^ bit  # [D, L]: the leaf that differs at depth d only
+    first = (leaf[None, :] & bit) == 0  # [D, L]: count each pair once
+    c1 = weights[:, None, :]  # [T, 1, L]
+    c2 = weights[:, partner]  # [T, D, L]
+    dv = leaf_values[:, None, :, :] - leaf_values[:, partner, :]  # [T, D, L, K]
+    pair = _safe_div(c1 * c2, c1 + c2) * jnp.sum(dv * dv, axis=-1)  # [T, D, L]
+    return jnp.sum(jnp.where(first, pair, 0.0), axis=-1)
+
+
+@jax.jit
+def _pvc_kernel(ens: ObliviousEnsemble, weights: Array) -> Array:
+    effect = _feature_sum(ens, _leaf_pair_gains(ens.leaf_values, weights))
+    return 100.0 * _safe_div(effect, jnp.sum(effect))
+
+
+@functools.partial(jax.jit, static_argnames=("n_leaves",))
+def _count_leaves(leaves: Array, w: Array, *, n_leaves: int) -> Array:
+    """``f32[T, L]`` total row weight ``w f32[n]`` landing in each leaf, from ``leaves [n, T]``."""
+    n_trees = leaves.shape[1]
+    segment = leaves.astype(jnp.int32) + n_leaves * jnp.arange(n_trees, dtype=jnp.int32)
+    rows = jnp.broadcast_to(w[:, None], segment.shape)
+    return jax.ops.segment_sum(rows.ravel(), segment.ravel(), num_segments=n_trees * n_leaves).reshape(
+        n_trees, n_leaves
+    )
+
+
+def _data_leaf_weights(ens, x, w, batch_size, devices, fn_name) -> Array:
+    """``f32[T, L]``: leaf weights recounted from rows ``x`` (weights ``w``), chunk by chunk."""
+    total = jnp.zeros((ens.n_trees, ens.n_leaves), jnp.float32)
+    for start in range(0, x.shape[0], _COUNT_CHUNK):
+        leaves = leaf_rows(
+            ens, x[start : start + _COUNT_CHUNK], batch_size=batch_size, devices=devices, fn_name=fn_name
+        )
+        total = total + _count_leaves(leaves, w[start : start + _COUNT_CHUNK], n_leaves=ens.n_leaves)
+    return total
+
+
+def _sample_weights(sample_weight: Any, X: Any, n_rows: int, fn_name: str) -> np.ndarray:
+    if sample_weight is None:
+        if _is_pool(X):
+            return np.asarray(X.get_weight(), np.float32)
+        return np.ones(n_rows, np.float32)
+    w = np.asarray(sample_weight)
+    if w.ndim != 1 or w.shape[0] != n_rows:
+        raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one per row of X; got {w.shape}")
+    if not np.issubdtype(w.dtype, np.number) or w.dtype == bool:
+        raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        bad = w[~(np.isfinite(w) & (w >= 0))][:5]
+        raise ValueError(f"{fn_name}: sample_weight must be finite and non-negative; got values such as {bad}")
+    return w.astype(np.float32)
+
+
+def prediction_values_change(
+    ens: ObliviousEnsemble,
+    X: Any = None,
+    *,
+    sample_weight: Any = None,
+    batch_size: int | None = None,
+    devices: Any = None,
+) -> Array:
+    """CatBoost's ``PredictionValuesChange`` importance (``FeatureImportance`` for non-ranking losses).
+
+    For every tree, depth ``d`` and leaf pair ``(i, i ^ 2**d)`` (leaves that differ only at the
+    split of depth ``d``), with weights ``c1, c2`` and values ``v1, v2 [K]``::
+
+        avr = (c1 v1 + c2 v2) / (c1 + c2)
+        importance[split_features[t, d]] += sum_k c1 (v1 - avr)^2 + c2 (v2 - avr)^2
+
+    then the importances are scaled to sum to 100 (seed 000; CatBoost docs, "Feature
+    importance / PredictionValuesChange"). Pairs with an empty leaf add 0, padded depths of
+    shallower trees add 0. Like CatBoost, the model's ``scale`` and ``bias`` play no part (a
+    scale multiplies every term by ``scale**2``, which the normalisation removes).
+
+    Without ``X`` the leaf weights are the model's training weights (``ens.leaf_weights``).
+    With ``X``, CatBoost's ``get_feature_importance(Pool(X), type="PredictionValuesChange")``
+    recounts them from the rows of ``X``: ``c = sum of sample_weight over the rows in the leaf``
+    (1 per row without weights). A ``catboost.Pool`` brings its own weights. CatBoost also
+    multiplies by the model's class weights when the Pool has labels and the model was trained
+    with ``class_weights``/``auto_class_weights``; pass ``sample_weight=class_weights[y]`` to
+    reproduce that.
+
+    Args:
+        ens: the model.
+        X: None, or ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric Pool).
+        sample_weight: ``f[N]`` non-negative row weights (only with ``X``); None: 1 per row, or
+            the Pool's weights.
+        batch_size: rows per device step when counting leaves; None picks one.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+
+    Returns:
+        ``f32[F]``, non-negative, summing to 100 (all zeros if every leaf pair has equal values).
+
+    Raises:
+        TypeError: ``ens`` is not an ``ObliviousEnsemble``; ``X`` or ``sample_weight`` of a
+            wrong type.
+        ValueError: ``X`` of a wrong shape, ``sample_weight`` without ``X``, of a wrong length,
+            negative or not finite.
+
+    Example:
+        >>> X, y = load_iris(return_X_y=True)                                # doctest: +SKIP
+        >>> model = CatBoostClassifier(iterations=1, depth=2, random_seed=42).fit(X, y)  # doctest: +SKIP
+        >>> jaximp.prediction_values_change(jaximp.from_catboost(model))  # doctest: +SKIP
+        Array([ 0.    ,  0.    , 44.4996, 55.5004], dtype=float32)
+    """
+    fn_name = "prediction_values_change"
+    _check_ensemble(ens, fn_name)
+    if X is None:
+        if sample_weight is not None:
+            raise ValueError(f"{fn_name}: sample_weight must come with X (it weighs X's rows); got X=None")
+        return _pvc_kernel(ens, ens.leaf_weights)
+    x = as_features(X, ens, fn_name)
+    w = _sample_weights(sample_weight, X, x.shape[0], fn_name)
+    weights = _data_leaf_weights(ens, x, w, batch_size, devices, fn_name)
+    return _pvc_kernel(ens, weights)
+
+
+# --------------------------------------------------------------------------------------------
+# Interaction
+
+
+@functools.partial(jax.jit, static_argnames=("output_reduction",))
+def _interaction_kernel(ens: ObliviousEnsemble, *, output_reduction: str) -> Array:
+    depth, n_features = ens.depth, ens.n_features
+    bits = (np.arange(ens.n_leaves)[None, :] >> np.arange(depth)[:, None]) & 1
+    sign = jnp.asarray(1 - 2 * bits, jnp.float32)  # [D, L]: +1 where bit d is 0, -1 where 1
+    # delta[t, a, b, k] = sum_l s_ab(l) v[t, l, k], s_ab = +1 where bits a and b differ, else -1.
+    delta = -jnp.einsum("al,bl,tlk->tabk", sign, sign, ens.leaf_values)
+    if output_reduction == "sum":
+        score = jnp.abs(jnp.sum(delta, axis=-1))
+    else:
+        score = jnp.sum(jnp.abs(delta), axis=-1)
+    fa = ens.split_features[:, :, None]
+    fb = ens.split_features[:, None, :]
+    upper = np.triu(np.ones((depth, depth), bool), k=1)
+    keep = upper & ens.split_mask[:, :, None] & ens.split_mask[:, None, :] & (fa != fb)
+    score = jnp.where(keep, score, 0.0)
+    lo, hi = jnp.minimum(fa, fb), jnp.maximum(fa, fb)
+    flat = jnp.broadcast_to(lo * n_features + hi, score.shape)
+    pairs = jax.ops.segment_sum(score.ravel(), flat.ravel(), num_segments=n_features * n_features)
+    pairs = pairs.reshape(n_features, n_features)
+    return 100.0 * _safe_div(pairs + pairs.T, jnp.sum(pairs))
+
+
+def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) -> Array:
+    """CatBoost's ``Interaction`` importance as a symmetric ``[F, F]`` matrix.
+
+    For every tree and pair of its depths ``a < b`` splitting on different features ``f != g``::
+
+        delta_k = sum_l s(l) leaf_values[t, l, k],  s(l) = +1 if bits a and b of l differ, else -1
+        score[f, g] += |sum_k delta_k|                       (output_reduction="sum", CatBoost)
+                    or sum_k |delta_k|                       (output_reduction="abs")
+
+    then the scores are scaled so that the pairs ``f < g`` sum to 100 (the whole symmetric
+    matrix sums to 200). ``delta`` is the interaction contrast of the two splits, summed over
+    the other splits' leaves; leaf weights play no part. CatBoost's
+    ``get_feature_importance(type="Interaction")`` lists the same numbers as rows
+    ``[f, g, score]`` (CatBoost docs, "Feature interaction strength"; ``CalcMostInteractingFeatures``).
+
+    ``output_reduction`` matters only for K > 1. CatBoost adds the K outputs before taking the
+    absolute value ("sum"). A ``MultiClass`` model's leaf values sum to zero over the classes,
+    so there ``sum_k delta_k`` is cancellation noise (about 1e-15 in CatBoost's float64, 1e-8 in
+    float32) and CatBoost's Interaction is a normalised rounding error. The default (None) is
+    therefore "abs" (the sum of per-output magnitudes) for ``loss_function == "MultiClass"`` and
+    "sum", CatBoost's numbers, for every other loss; both agree when K == 1.
+
+    Args:
+        ens: the model.
+        output_reduction: None (see above), "sum" or "abs".
+
+    Returns:
+        ``f32[F, F]``, symmetric, non-negative, zero diagonal; the upper triangle sums to 100
+        (all zeros when no tree has two splits on different features).
+
+    Raises:
+        TypeError: ``ens`` is not an ``ObliviousEnsemble``.
+        ValueError: an unknown ``output_reduction``.
+
+    Example:
+        >>> m = jaximp.interaction(ens)  # doctest: +SKIP
+        >>> float(m[0, 1])               # CatBoost's score for the pair (0, 1)  # doctest: +SKIP
+    """
+    fn_name = "interaction"
+    _check_ensemble(ens, fn_name)
+    if output_reduction is None:
+        output_reduction = "abs" if ens.loss_function == "MultiClass" else "sum"
+    if output_reduction not in OUTPUT_REDUCTIONS:
+        raise ValueError(
+            f"{fn_name}: output_reduction must be None or one of {OUTPUT_REDUCTIONS}; got {output_reduction!r}"
+        )
+    return _interaction_kernel(ens, output_reduction=output_reduction)
+
+
+# --------------------------------------------------------------------------------------------
+# Split statistics (XGBoost get_score / LightGBM feature_importance)
+
+
+def _node_gains(leaf_values: Array, weights: Array) -> Array:
+    """``f32[T, D]``: total gain of the unrolled tree's nodes that split on each depth.
+
+    Merges sibling subtrees bottom-up (bit 0 first, the root is the highest bit): a node whose
+    children have weights ``cL, cR`` and weighted-mean values ``VL, VR [K]`` gains
+    ``cL (VL - V)^2 + cR (VR - V)^2 = cL cR / (cL + cR) |VL - VR|^2``, ``V`` the node's mean.
+    Leaves of a tree's index range are contiguous blocks, so each merge is a reshape.
+    """
+    n_trees, n_leaves, n_outputs = leaf_values.shape
+    depth = max(n_leaves.bit_length() - 1, 0)
+    w, v = weights, leaf_values
+    gains = []
+    for _ in range(depth):  # static: D levels, each vectorized over trees and nodes
+        w2 = w.reshape(n_trees, -1, 2)
+        v2 = v.reshape(n_trees, -1, 2, n_outputs)
+        dv = v2[:, :, 0] - v2[:, :, 1]
+        gains.append(jnp.sum(_safe_div(w2[..., 0] * w2[..., 1], w2[..., 0] + w2[..., 1]) * jnp.sum(dv * dv, -1), -1))
+        w = jnp.sum(w2, axis=-1)
+        v = _safe_div(jnp.sum(w2[..., None] * v2, axis=2), w[..., None])
+    if not gains:
+        return jnp.zeros((n_trees, 0), leaf_values.dtype)
+    return jnp.stack(gains, axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("type",))
+def _split_kernel(ens: ObliviousEnsemble, *, type: str) -> Array:
+    tree_depth = jnp.sum(ens.split_mask, axis=1, keepdims=True)  # [T, 1]
+    level = tree_depth - 1 - jnp.arange(ens.depth)  # [T, D]: distance of depth d from the root
+    n_nodes = jnp.where(ens.split_mask, 2.0 ** jnp.maximum(level, 0), 0.0)
+    weight = _feature_sum(ens, n_nodes)
+    if type in ("weight", "split"):
+        return weight
+    if type in ("total_cover", "cover"):
+        tree_weight = jnp.sum(ens.leaf_weights, axis=1, keepdims=True)  # every row reaches every depth
+        total = _feature_sum(ens, jnp.broadcast_to(tree_weight, n_nodes.shape))
+    else:
+        total = ens.scale**2 * _feature_sum(ens, _node_gains(ens.leaf_values, ens.leaf_weights))
+    return total if type.startswith("total_") else _safe_div(total, weight)
+
+
+def split_importance(ens: ObliviousEnsemble, type: str) -> Array:
+    """Split statistics per feature: XGBoost's ``get_score`` and LightGBM's ``feature_importance``.
+
+    An oblivious tree is read as the binary tree it unrolls to, with CatBoost's orientation (the
+    root is the split of the highest bit, as ``plot_tree`` draws it): the split of depth ``d``
+    of a tree of depth ``D_t`` sits in ``2**(D_t - 1 - d)`` nodes, each counted as one split,
+    exactly as XGBoost would count the nodes of that binary tree (seeds 001, 003). A node's
+    cover is the training weight reaching it (``ens.leaf_weights`` summed over its leaves:
+    CatBoost stores weights, not hessians; they agree for RMSE); its gain is the weighted
+    squared change of the model's output that its split makes::
+
+        gain(node) = scale^2 * (cL |VL - V|^2 + cR |VR - V|^2)      (summed over the K outputs)
+
+    with ``cL, cR`` the children's covers and ``VL, VR, V`` the cover-weighted mean leaf values
+    of the children and the node. This is the bottom-up merge of seed 000 (CatBoost's
+    PredictionValuesChange for non-symmetric trees) and, for squared loss without leaf
+    regularisation, XGBoost's structure-score gain ``(GL^2/HL + GR^2/HR - G^2/H) / 2`` times
+    ``2 * learning_rate^2``. A tree's gains add up to the weighted variance of its output,
+    ``scale^2 sum_l c_l |v_l - mean|^2``. At the deepest split it equals PredictionValuesChange's
+    leaf-pair term; above, the leaf-pair formula compares leaves, not the node's children.
+
+    Types: "weight" and "split" (number of nodes splitting on the feature), "total_gain" (sum
+    of their gains), "gain" (= total_gain / weight), "total_cover" (sum of their covers: the
+    nodes of one depth partition the tree's rows, so each depth adds the tree's total training
+    weight), "cover" (= total_cover / weight). A feature never split on gets 0.
+
+    Args:
+        ens: the model.
+        type: one of "weight", "split", "gain", "total_gain", "cover", "total_cover".
+
+    Returns:
+        ``f32[F]``, not normalised.
+
+    Raises:
+        TypeError: ``ens`` is not an ``ObliviousEnsemble``.
+        ValueError: an unknown ``type``.
+
+    Example:
+        >>> jaximp.split_importance(ens, "total_gain")  # doctest: +SKIP
+    """
+    fn_name = "split_importance"
+    _check_ensemble(ens, fn_name)
+    if not isinstance(type, str) or type not in SPLIT_IMPORTANCE_TYPES:
+        raise ValueError(
+            f"{fn_name}: type must be one of {', '.join(repr(t) for t in SPLIT_IMPORTANCE_TYPES)}; got {type!r}"
+        )
+    return _split_kernel(ens, type=type)
