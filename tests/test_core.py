@@ -147,6 +147,18 @@ def test_polars_and_pool_inputs(named):
     np.testing.assert_array_equal(ens.predict(catboost.Pool(frame)), expected)
 
 
+def test_float64_rows_are_compared_like_catboost():
+    # CatBoost compares float32 features with float32 borders: float64 rows that are not
+    # float32 numbers, and rows equal to a border, must land in CatBoost's leaves.
+    model, X, _, _ = train("regression", depth=6)
+    ens = jaximp.from_catboost(model)
+    rng = np.random.default_rng(11)
+    rows = rng.normal(size=(500, X.shape[1]))
+    borders = np.asarray(ens.split_borders)[:, 0]
+    rows[:50, np.asarray(ens.split_features)[:50, 0]] = borders[:50]
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, rows), model.calc_leaf_indexes(rows))
+
+
 def test_float64_jax_and_list_inputs(regression_model):
     model, ens, X, _ = regression_model
     expected = ens.predict(X)
