@@ -10,15 +10,23 @@ from jaximp._importance import split_importance as split_importance
 from jaximp._leaves import leaf_indices as leaf_indices
 from jaximp._leaves import predict as predict
 from jaximp._model import ObliviousEnsemble as ObliviousEnsemble
+from jaximp._shap import Explainer as Explainer
+from jaximp._shap import expected_value as expected_value
+from jaximp._shap import shap_interaction_values as shap_interaction_values
+from jaximp._shap import shap_values as shap_values
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Explainer",
     "ObliviousEnsemble",
+    "expected_value",
     "from_catboost",
     "interaction",
     "leaf_indices",
     "predict",
     "prediction_values_change",
+    "shap_interaction_values",
+    "shap_values",
     "split_importance",
 ]

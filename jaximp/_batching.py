@@ -92,14 +92,16 @@ def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple) -> Callable:
-    kw = dict(static)
-    fn = functools.partial(kernel, **kw)
+def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, reduce: bool) -> Callable:
+    """``kernel`` jitted with its rows sharded over ``devices``; its output sharded along rows,
+    or replicated when ``reduce`` (a per-step reduction)."""
+    fn = functools.partial(kernel, **dict(static))
     mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
+    out = PartitionSpec() if reduce else PartitionSpec(_ROW_AXIS)
     return jax.jit(
         fn,
         in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec(_ROW_AXIS))),
-        out_shardings=NamedSharding(mesh, PartitionSpec(_ROW_AXIS)),
+        out_shardings=NamedSharding(mesh, out),
     )
 
 
@@ -109,6 +111,27 @@ def _is_traced(tree: Any) -> bool:
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
+
+
+def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce):
+    """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
+
+    A step is a whole number of blocks per device: the requested rows rounded up, or for small
+    inputs the next power of two, so that few shapes are ever compiled.
+    """
+    devs = resolve_devices(devices, fn_name)
+    per_device = resolve_batch_size(batch_size, devs[0], fn_name)
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    block = block_size(devs[0])
+    if _is_traced(params) or _is_traced(rows):
+        yield kernel(params, rows, block=block, **static)
+        return
+    per_device = min(per_device, _next_pow2(-(-n // len(devs))))
+    per_device = -(-per_device // block) * block
+    step = per_device * len(devs)
+    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
+    for start in range(0, n, step):
+        yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
 
 
 def map_rows(
@@ -139,27 +162,42 @@ def map_rows(
         The kernel's output pytree with leading axis N: NumPy arrays, or traced arrays when
         ``params`` is traced.
     """
-    devs = resolve_devices(devices, fn_name)
-    per_device = resolve_batch_size(batch_size, devs[0], fn_name)
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    block = block_size(devs[0])
-    if _is_traced(params) or _is_traced(rows):
-        return kernel(params, rows, block=block, **static)
-    # A step is a whole number of blocks: the requested rows rounded up, or for small inputs
-    # the next power of two, so that few shapes are ever compiled.
-    per_device = min(per_device, _next_pow2(-(-n // len(devs))))
-    per_device = -(-per_device // block) * block
-    step = per_device * len(devs)
-    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),))
     pending, done = None, []
-    for start in range(0, n, step):
-        chunk = jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows)
-        out = compiled(params, chunk)
-        if pending is not None:
+    for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False):
+        if _is_traced(out):  # one traced call over all rows
+            return out
+        if pending is not None:  # copy the previous step to the host while this one runs
             done.append(jax.device_get(pending))
         pending = out
     done.append(jax.device_get(pending))
     return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:n], *done)
+
+
+def sum_rows(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    **static: Any,
+) -> Any:
+    """Sum over padded steps of ``kernel(params, rows, *, block, **static)``, a per-step reduction.
+
+    The reduction counterpart of :func:`map_rows` (same steps, padding and sharding): the kernel
+    reduces its rows to one pytree (a histogram, a sum) and the steps' results are added on the
+    device. Padding rows are zeros, so ``rows`` should carry a per-row weight that the kernel
+    multiplies by (padding then counts 0).
+
+    Returns:
+        The summed pytree as device arrays (traced when ``params`` or ``rows`` are traced).
+    """
+    total = None
+    for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=True):
+        total = out if total is None else jax.tree_util.tree_map(jnp.add, total, out)
+    return total
 
 
 def _padded(a: Any, size: int) -> Any:

@@ -24,12 +24,11 @@ import numpy as np
 from jax import Array
 
 from jaximp._inputs import _is_pool, as_features
-from jaximp._leaves import leaf_rows
+from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble
 
 SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover")
 OUTPUT_REDUCTIONS = ("sum", "abs")
-_COUNT_CHUNK = 1 << 16  # rows whose leaf indices are held at once when counting leaf weights
 
 
 def _safe_div(num: Array, den: Array) -> Array:
@@ -79,28 +78,6 @@ def _leaf_pair_gains(leaf_values: Array, weights: Array) -> Array:
 def _pvc_kernel(ens: ObliviousEnsemble, weights: Array) -> Array:
     effect = _feature_sum(ens, _leaf_pair_gains(ens.leaf_values, weights))
     return 100.0 * _safe_div(effect, jnp.sum(effect))
-
-
-@functools.partial(jax.jit, static_argnames=("n_leaves",))
-def _count_leaves(leaves: Array, w: Array, *, n_leaves: int) -> Array:
-    """``f32[T, L]`` total row weight ``w f32[n]`` landing in each leaf, from ``leaves [n, T]``."""
-    n_trees = leaves.shape[1]
-    segment = leaves.astype(jnp.int32) + n_leaves * jnp.arange(n_trees, dtype=jnp.int32)
-    rows = jnp.broadcast_to(w[:, None], segment.shape)
-    return jax.ops.segment_sum(rows.ravel(), segment.ravel(), num_segments=n_trees * n_leaves).reshape(
-        n_trees, n_leaves
-    )
-
-
-def _data_leaf_weights(ens, x, w, batch_size, devices, fn_name) -> Array:
-    """``f32[T, L]``: leaf weights recounted from rows ``x`` (weights ``w``), chunk by chunk."""
-    total = jnp.zeros((ens.n_trees, ens.n_leaves), jnp.float32)
-    for start in range(0, x.shape[0], _COUNT_CHUNK):
-        leaves = leaf_rows(
-            ens, x[start : start + _COUNT_CHUNK], batch_size=batch_size, devices=devices, fn_name=fn_name
-        )
-        total = total + _count_leaves(leaves, w[start : start + _COUNT_CHUNK], n_leaves=ens.n_leaves)
-    return total
 
 
 def _sample_weights(sample_weight: Any, X: Any, n_rows: int, fn_name: str) -> np.ndarray:
@@ -179,7 +156,7 @@ def prediction_values_change(
         return _pvc_kernel(ens, ens.leaf_weights)
     x = as_features(X, ens, fn_name)
     w = _sample_weights(sample_weight, X, x.shape[0], fn_name)
-    weights = _data_leaf_weights(ens, x, w, batch_size, devices, fn_name)
+    weights = leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices, fn_name=fn_name)
     return _pvc_kernel(ens, weights)
 
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_blocks, map_rows
+from jaximp._batching import map_blocks, map_rows, sum_rows
 from jaximp._inputs import as_features
 from jaximp._model import ObliviousEnsemble, nan_fill_values, squeeze_outputs
 
@@ -124,3 +124,33 @@ def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, de
     x = as_features(X, ens, "predict")
     out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict")
     return squeeze_outputs(out, ens.n_outputs)
+
+
+def _histogram_kernel(ens: ObliviousEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
+    """``f32[T, L]`` total weight of the rows ``(x f32[n, F], weight f32[n])`` in each leaf."""
+    x, weight = rows
+    n_blocks = -(-x.shape[0] // block)
+    pad = n_blocks * block - x.shape[0]
+    x = jnp.pad(x, ((0, pad), (0, 0))).reshape(n_blocks, block, -1)
+    weight = jnp.pad(weight, (0, pad)).reshape(n_blocks, block)
+    offsets = (jnp.arange(ens.n_trees, dtype=jnp.int32) * ens.n_leaves)[:, None]
+
+    def one_block(args):
+        xb, wb = args
+        flat = tree_leaves(ens, xb).astype(jnp.int32) + offsets  # [T, block]
+        counts = jnp.broadcast_to(wb, flat.shape)
+        return jax.ops.segment_sum(counts.ravel(), flat.ravel(), ens.n_trees * ens.n_leaves)
+
+    return jax.lax.map(one_block, (x, weight)).sum(0).reshape(ens.n_trees, ens.n_leaves)
+
+
+def leaf_histogram(ens: ObliviousEnsemble, x: Any, weight: Any, *, batch_size: int | None,
+                   devices: Any, fn_name: str) -> Array:
+    """``f32[T, L]`` total ``weight f32[N]`` of the checked rows ``x f32[N, F]`` reaching each leaf.
+
+    The per-tree leaf distribution of a dataset: CatBoost's leaf weights recounted from data
+    (PredictionValuesChange with a Pool) and the background of interventional SHAP. Counted in
+    float32, exact for integer weights up to 2**24 rows per leaf.
+    """
+    return sum_rows(_histogram_kernel, ens, (x, weight), batch_size=batch_size, devices=devices,
+                    fn_name=fn_name)
