@@ -1,0 +1,330 @@
+"""SHAP values of oblivious ensembles: per-tree leaf tables, then one gather per tree and row.
+
+Every SHAP variant of an oblivious tree depends on a row only through the leaf it reaches, so
+:mod:`jaximp._shap_tables` computes, once per model (and background), a table
+``phi_t[player, leaf]`` for each tree, and a row's SHAP values are the sum over trees of
+``phi_t[:, leaf_t(row)]`` scattered onto the players' features: the per-row cost is that of a
+prediction, whatever the method or the size of the background.
+
+Methods (``v(S)``: the value of a coalition S of a tree's features for a row ``x`` reaching leaf
+``a``; ``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i) - v(S))`` over the tree's n
+distinct features; a model's values are the sum over trees, times its scale):
+
+* ``"path_dependent"``: Lundberg's TreeSHAP value function (Lundberg, Erion et al. 2020, "From
+  local explanations to global understanding with explainable AI for trees", Algorithm 1):
+  ``v(S)`` walks from the root (CatBoost's last depth) to the leaves, following ``x`` at splits on
+  features in S and averaging both children by their training weight (cover) elsewhere. Equal to
+  CatBoost ``ShapValues`` with ``shap_calc_type="Regular"`` and shap's
+  ``TreeExplainer(feature_perturbation="tree_path_dependent")``.
+* ``"exact"``: CatBoost ``shap_calc_type="Exact"``: ``v(S) = E_b[V(x_S, b_notS)]``, the leaf value
+  with the bits of features outside S taken from a leaf ``b`` drawn from the tree's training leaf
+  weights (the interventional value function with the training leaf distribution as background).
+* ``"approximate"``: CatBoost ``shap_calc_type="Approximate"``, Saabas' path attribution (Saabas
+  2014, "Interpreting random forests"): along the root-to-leaf path, each split is credited with
+  the change of the cover-weighted mean value of the node it leads to.
+* ``"interventional"``: ``v(S) = mean_b V(x_S, b_notS)`` over the background rows ``b`` (Lundberg
+  et al. 2020, "interventional" Tree SHAP; Janzing et al. 2020): equal to CatBoost ``ShapValues``
+  with ``reference_data`` and shap's ``TreeExplainer(data=background,
+  feature_perturbation="interventional")``, both of which weight background rows equally. The
+  background enters only through each tree's histogram of background leaves.
+
+Expected values: the training-weighted mean prediction (the first three methods) or the mean
+prediction over the background (``interventional``), in raw score space (log-odds for
+classifiers), so that ``shap_values(X).sum(1) + expected_value == ens.predict(X)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp import _shap_tables
+from jaximp._batching import map_blocks, map_rows
+from jaximp._inputs import as_features
+from jaximp._leaves import leaf_histogram, tree_leaves
+from jaximp._model import ObliviousEnsemble, squeeze_outputs
+
+METHODS = ("path_dependent", "exact", "approximate", "interventional")
+_TABLE_KIND = {
+    "path_dependent": "shapley_path",
+    "exact": "shapley_hybrid",
+    "approximate": "saabas",
+    "interventional": "shapley_hybrid",
+}
+_GATHER_FLOATS = 1 << 24  # per-block budget of gathered table entries (64 MiB)
+
+
+class ShapTables(NamedTuple):
+    """Per-tree SHAP tables of a model (a pytree).
+
+    Attributes:
+        values: ``f32[T, D, K, L]`` attribution of each player slot at each leaf (scaled), or
+            ``f32[T, D, D, K, L]`` for interactions.
+        features: ``i32[T, D]`` feature of each player slot (0 for null slots, whose values are 0).
+        expected: ``f32[K]`` the expected raw prediction.
+    """
+
+    values: Array
+    features: Array
+    expected: Array
+
+
+def _check_model(ens: Any, fn_name: str) -> None:
+    if not isinstance(ens, ObliviousEnsemble):
+        raise TypeError(
+            f"{fn_name}: ens must be a jaximp.ObliviousEnsemble (see jaximp.from_catboost); "
+            f"got {type(ens).__name__}"
+        )
+    if ens.depth > _shap_tables.MAX_DEPTH:
+        raise ValueError(
+            f"{fn_name}: ens.depth must be at most {_shap_tables.MAX_DEPTH} for per-leaf SHAP "
+            f"tables (their cost grows as 4**depth); got {ens.depth}"
+        )
+
+
+def _check_method(method: Any, background: Any, fn_name: str) -> None:
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
+    if method == "interventional" and background is None:
+        raise ValueError(
+            f"{fn_name}: background must be given for method='interventional' (rows [B, F], "
+            "e.g. a sample of the training data); got None"
+        )
+    if method != "interventional" and background is not None:
+        raise ValueError(
+            f"{fn_name}: background is only used by method='interventional'; got a background "
+            f"with method={method!r} (drop it, or pass method='interventional')"
+        )
+
+
+def background_histogram(ens: ObliviousEnsemble, background: Any, *, fn_name: str,
+                         batch_size: int | None = None, devices: Any = None) -> Array:
+    """``f32[T, L]`` number of background rows reaching each leaf of each tree."""
+    x = as_features(background, ens, fn_name, arg="background")
+    weight = np.ones(x.shape[0], np.float32)
+    return leaf_histogram(ens, x, weight, batch_size=batch_size, devices=devices, fn_name=fn_name)
+
+
+@functools.partial(jax.jit, static_argnames=("kind",))
+def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> ShapTables:
+    values, features = _shap_tables.tables(ens, dist, kind=kind)
+    return ShapTables(values, features, _shap_tables.expected_output(ens, dist))
+
+
+def shap_tables(ens: ObliviousEnsemble, method: str = "path_dependent", background: Any = None, *,
+                fn_name: str = "shap_tables", batch_size: int | None = None,
+                devices: Any = None) -> ShapTables:
+    """Per-tree SHAP tables of ``ens`` for ``method`` (see the module docstring).
+
+    Raises:
+        TypeError, ValueError: a bad model, method or background.
+    """
+    _check_model(ens, fn_name)
+    _check_method(method, background, fn_name)
+    if method == "interventional":
+        dist = background_histogram(ens, background, fn_name=fn_name, batch_size=batch_size,
+                                    devices=devices)
+    else:
+        dist = _shap_tables.effective_weights(ens)
+    return _build(ens, dist, kind=_TABLE_KIND[method])
+
+
+def _gather_block(block: int, per_row: int) -> int:
+    """Rows per gather: ``block``, halved until the gathered entries fit the budget (a divisor of
+    ``block``, so that every row still runs the same program)."""
+    while block > 1 and block % 2 == 0 and block * per_row > _GATHER_FLOATS:
+        block //= 2
+    return block
+
+
+def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
+    ens, tab = params
+    t, d, k, _ = tab.values.shape
+    slot_features = tab.features.reshape(-1)
+
+    def rows_fn(xb):
+        leaves = tree_leaves(ens, xb).astype(jnp.int32)  # [T, n]
+        gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, :], axis=3)  # [T, D, K, n]
+        out = jnp.zeros((ens.n_features, k, xb.shape[0]), gathered.dtype)
+        out = out.at[slot_features].add(gathered.reshape(t * d, k, -1))
+        return jnp.transpose(out, (2, 0, 1))  # [n, F, K]
+
+    return map_blocks(rows_fn, x, _gather_block(block, t * d * k))
+
+
+def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
+    ens, tab = params
+    t, d, _, k, _ = tab.values.shape
+    f = ens.n_features
+    pair_features = (tab.features[:, :, None] * f + tab.features[:, None, :]).reshape(-1)
+
+    def rows_fn(xb):
+        leaves = tree_leaves(ens, xb).astype(jnp.int32)
+        gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, None, :], axis=4)
+        out = jnp.zeros((f * f, k, xb.shape[0]), gathered.dtype)
+        out = out.at[pair_features].add(gathered.reshape(t * d * d, k, -1))
+        return jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, F, F, K]
+
+    return map_blocks(rows_fn, x, _gather_block(block, t * d * d * k))
+
+
+def _host(x: Array) -> Any:
+    return x if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+class Explainer:
+    """SHAP explainer of an oblivious ensemble, with its per-tree tables computed once.
+
+    Args:
+        ens: the model (``jaximp.from_catboost``).
+        background: ``[B, F]`` rows for ``method="interventional"`` (NumPy/JAX array, pandas or
+            polars DataFrame, numeric catboost.Pool); None otherwise.
+        method: ``"path_dependent"`` (default), ``"exact"``, ``"approximate"`` or
+            ``"interventional"``; definitions and references in :func:`shap_values`.
+
+    Raises:
+        TypeError, ValueError: ``ens`` is not an ObliviousEnsemble, an unknown method, a missing
+            or unexpected background, or a background with the wrong columns.
+
+    Example:
+        >>> explainer = jaximp.Explainer(ens)                   # doctest: +SKIP
+        >>> explanation = explainer(X)                          # doctest: +SKIP
+        >>> shap.plots.beeswarm(explanation)                    # doctest: +SKIP
+    """
+
+    def __init__(self, ens: ObliviousEnsemble, background: Any = None, method: str = "path_dependent"):
+        self.ens = ens
+        self.method = method
+        self.tables = shap_tables(ens, method, background, fn_name="Explainer")
+
+    @property
+    def expected_value(self) -> Any:
+        """The expected raw prediction: ``f32[]`` when K == 1, else ``f32[K]``."""
+        return _host(squeeze_outputs(self.tables.expected, self.ens.n_outputs))
+
+    def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
+                    fn_name: str = "Explainer.shap_values") -> Any:
+        """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``; see :func:`shap_values`."""
+        x = as_features(X, self.ens, fn_name)
+        out = map_rows(_values_kernel, (self.ens, self.tables), x, batch_size=batch_size,
+                       devices=devices, fn_name=fn_name)
+        return squeeze_outputs(out, self.ens.n_outputs)
+
+    def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None):
+        """A ``shap.Explanation`` of the rows ``X``.
+
+        Returns:
+            ``shap.Explanation`` with ``values`` ``f32[N, F]`` (``f32[N, F, K]``), ``base_values``
+            ``f32[N]`` (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's feature names.
+        """
+        try:
+            import shap
+        except ImportError as e:  # pragma: no cover - shap is an optional dependency
+            raise ImportError("Explainer.__call__: returning a shap.Explanation needs the shap package "
+                              "(pip install shap); Explainer.shap_values works without it") from e
+        x = as_features(X, self.ens, "Explainer")
+        values = self.shap_values(x, batch_size=batch_size, devices=devices, fn_name="Explainer")
+        expected = np.asarray(self.expected_value)
+        return shap.Explanation(
+            values=values,
+            base_values=np.broadcast_to(expected, (x.shape[0],) + expected.shape).copy(),
+            data=np.asarray(x),
+            feature_names=list(self.ens.feature_names),
+        )
+
+
+def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent", background: Any = None,
+                batch_size: int | None = None, devices: Any = None) -> Any:
+    """SHAP values of every row, in raw score space.
+
+    Each tree's attributions are tabulated per leaf once (see the module docstring for the value
+    function of each method and its reference); each row then costs one gather per tree.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        method: ``"path_dependent"`` (CatBoost ``shap_calc_type="Regular"``, shap
+            ``tree_path_dependent``), ``"exact"`` (CatBoost ``"Exact"``), ``"approximate"``
+            (CatBoost ``"Approximate"``, Saabas) or ``"interventional"`` (needs ``background``;
+            CatBoost ``reference_data``, shap ``interventional``).
+        background: ``[B, F]`` background rows, only with ``method="interventional"``; rows are
+            weighted equally and enter only through each tree's leaf histogram, so the cost per
+            explained row does not depend on B.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+
+    Returns:
+        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
+        ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``.
+
+    Raises:
+        TypeError, ValueError: a bad model, rows, method or background.
+
+    Example:
+        >>> phi = jaximp.shap_values(ens, X)                                 # doctest: +SKIP
+        >>> phi = jaximp.shap_values(ens, X, method="interventional",
+        ...                          background=X_train[:1000])              # doctest: +SKIP
+    """
+    _check_model(ens, "shap_values")
+    _check_method(method, background, "shap_values")
+    x = as_features(X, ens, "shap_values")
+    tab = shap_tables(ens, method, background, fn_name="shap_values", batch_size=batch_size,
+                      devices=devices)
+    out = map_rows(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices,
+                   fn_name="shap_values")
+    return squeeze_outputs(out, ens.n_outputs)
+
+
+def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", background: Any = None) -> Any:
+    """The SHAP base value: ``f32[]`` when K == 1, else ``f32[K]``, in raw score space.
+
+    ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias`` with ``p_t`` the tree's training leaf
+    weights (``path_dependent``, ``exact``, ``approximate``) or its background leaf histogram
+    (``interventional``), normalised; CatBoost's last ``ShapValues`` column.
+
+    Raises:
+        TypeError, ValueError: a bad model, method or background.
+    """
+    _check_model(ens, "expected_value")
+    _check_method(method, background, "expected_value")
+    if method == "interventional":
+        dist = background_histogram(ens, background, fn_name="expected_value")
+    else:
+        dist = _shap_tables.effective_weights(ens)
+    return _host(squeeze_outputs(_shap_tables.expected_output(ens, dist), ens.n_outputs))
+
+
+def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None,
+                            devices: Any = None) -> Any:
+    """SHAP interaction values (path-dependent), CatBoost ``ShapInteractionValues`` without the
+    bias row and column.
+
+    Per tree, the Shapley interaction index of Lundberg et al. 2020 (eq. 11) over the tree's
+    distinct features with the path-dependent value function: ``Phi_ij = sum_{S without i, j}
+    |S|! (n - |S| - 2)! / (2 (n - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
+    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device``.
+
+    Returns:
+        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes.
+
+    Raises:
+        TypeError, ValueError: a bad model or rows.
+    """
+    _check_model(ens, "shap_interaction_values")
+    x = as_features(X, ens, "shap_interaction_values")
+    dist = _shap_tables.effective_weights(ens)
+    tab = _build(ens, dist, kind="interaction_path")
+    out = map_rows(_interaction_kernel, (ens, tab), x, batch_size=batch_size, devices=devices,
+                   fn_name="shap_interaction_values")
+    return squeeze_outputs(out, ens.n_outputs)
