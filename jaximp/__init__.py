@@ -9,7 +9,9 @@ from jaximp._importance import prediction_values_change as prediction_values_cha
 from jaximp._importance import split_importance as split_importance
 from jaximp._leaves import leaf_indices as leaf_indices
 from jaximp._leaves import predict as predict
+from jaximp._loss_change import loss_function_change as loss_function_change
 from jaximp._model import ObliviousEnsemble as ObliviousEnsemble
+from jaximp._permutation import permutation_importance as permutation_importance
 from jaximp._shap import Explainer as Explainer
 from jaximp._shap import expected_value as expected_value
 from jaximp._shap import shap_interaction_values as shap_interaction_values
@@ -24,6 +26,8 @@ __all__ = [
     "from_catboost",
     "interaction",
     "leaf_indices",
+    "loss_function_change",
+    "permutation_importance",
     "predict",
     "prediction_values_change",
     "shap_interaction_values",

@@ -25,7 +25,7 @@ from jax import Array
 
 from jaximp._inputs import _is_pool, as_features
 from jaximp._leaves import leaf_histogram
-from jaximp._model import ObliviousEnsemble
+from jaximp._model import ObliviousEnsemble, check_ensemble
 
 SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover")
 OUTPUT_REDUCTIONS = ("sum", "abs")
@@ -35,14 +35,6 @@ def _safe_div(num: Array, den: Array) -> Array:
     """``num / den`` where ``den > 0``, else 0, with finite gradients everywhere."""
     ok = den > 0
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
-
-
-def _check_ensemble(ens: Any, fn_name: str) -> None:
-    if not isinstance(ens, ObliviousEnsemble):
-        raise TypeError(
-            f"{fn_name}: ens must be a jaximp.ObliviousEnsemble (convert a CatBoost model with "
-            f"jaximp.from_catboost(model)); got {type(ens).__name__}"
-        )
 
 
 def _feature_sum(ens: ObliviousEnsemble, per_split: Array) -> Array:
@@ -149,7 +141,7 @@ def prediction_values_change(
         Array([ 0.    ,  0.    , 44.4996, 55.5004], dtype=float32)
     """
     fn_name = "prediction_values_change"
-    _check_ensemble(ens, fn_name)
+    check_ensemble(ens, fn_name)
     if X is None:
         if sample_weight is not None:
             raise ValueError(f"{fn_name}: sample_weight must come with X (it weighs X's rows); got X=None")
@@ -226,7 +218,7 @@ def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) 
         >>> float(m[0, 1])               # CatBoost's score for the pair (0, 1)  # doctest: +SKIP
     """
     fn_name = "interaction"
-    _check_ensemble(ens, fn_name)
+    check_ensemble(ens, fn_name)
     if output_reduction is None:
         output_reduction = "abs" if ens.loss_function == "MultiClass" else "sum"
     if output_reduction not in OUTPUT_REDUCTIONS:
@@ -321,7 +313,7 @@ def split_importance(ens: ObliviousEnsemble, type: str) -> Array:
         >>> jaximp.split_importance(ens, "total_gain")  # doctest: +SKIP
     """
     fn_name = "split_importance"
-    _check_ensemble(ens, fn_name)
+    check_ensemble(ens, fn_name)
     if not isinstance(type, str) or type not in SPLIT_IMPORTANCE_TYPES:
         raise ValueError(
             f"{fn_name}: type must be one of {', '.join(repr(t) for t in SPLIT_IMPORTANCE_TYPES)}; got {type!r}"

@@ -14,7 +14,7 @@ that of the unpadded tree.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -101,6 +101,15 @@ class ObliviousEnsemble:
         from jaximp._leaves import predict
 
         return predict(self, X, batch_size=batch_size, devices=devices)
+
+
+def check_ensemble(ens: Any, fn_name: str) -> None:
+    """A ``TypeError`` unless ``ens`` is an :class:`ObliviousEnsemble`."""
+    if not isinstance(ens, ObliviousEnsemble):
+        raise TypeError(
+            f"{fn_name}: ens must be a jaximp.ObliviousEnsemble (convert a CatBoost model with "
+            f"jaximp.from_catboost(model)); got {type(ens).__name__}"
+        )
 
 
 def nan_fill_values(ens: ObliviousEnsemble) -> Array:

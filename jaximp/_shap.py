@@ -47,7 +47,7 @@ from jaximp import _shap_tables
 from jaximp._batching import map_blocks, map_rows
 from jaximp._inputs import as_features
 from jaximp._leaves import leaf_histogram, tree_leaves
-from jaximp._model import ObliviousEnsemble, squeeze_outputs
+from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
 _TABLE_KIND = {
@@ -75,11 +75,7 @@ class ShapTables(NamedTuple):
 
 
 def _check_model(ens: Any, fn_name: str) -> None:
-    if not isinstance(ens, ObliviousEnsemble):
-        raise TypeError(
-            f"{fn_name}: ens must be a jaximp.ObliviousEnsemble (see jaximp.from_catboost); "
-            f"got {type(ens).__name__}"
-        )
+    check_ensemble(ens, fn_name)
     if ens.depth > _shap_tables.MAX_DEPTH:
         raise ValueError(
             f"{fn_name}: ens.depth must be at most {_shap_tables.MAX_DEPTH} for per-leaf SHAP "
