@@ -33,7 +33,7 @@ _ROW_AXIS = "rows"
 # N or device count. Small on CPU so that a block's tables stay in cache.
 _BLOCK = {"cpu": 1024}
 _ACCELERATOR_BLOCK = 1 << 14
-_DEFAULT_BATCH = {"cpu": 1 << 15}
+_DEFAULT_BATCH = {"cpu": 1 << 13}  # 8 blocks: little padding on the last step
 _ACCELERATOR_BATCH = 1 << 18
 
 
@@ -142,6 +142,7 @@ def map_rows(
     batch_size: int | None,
     devices: Any,
     fn_name: str,
+    host_dtype: Any = None,
     **static: Any,
 ) -> Any:
     """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
@@ -156,6 +157,8 @@ def map_rows(
             whole number of blocks (1024 rows on CPU), which bounds memory the same way.
         devices: None, an int or a list of ``jax.Device`` (see :func:`resolve_devices`).
         fn_name: the public function's name, for error messages.
+        host_dtype: the dtype of the returned arrays, if not the kernel's (cast while copying
+            each step to the host: a narrow kernel output costs no wide device transfer).
         **static: hashable arguments compiled into the kernel.
 
     Returns:
@@ -163,15 +166,27 @@ def map_rows(
         ``params`` is traced.
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    pending, done = None, []
+    result, start, pending = None, 0, None
+
+    def to_host(step_out):
+        nonlocal result, start
+        parts = jax.device_get(step_out)
+        if result is None:
+            result = jax.tree_util.tree_map(
+                lambda a: np.empty((n, *a.shape[1:]), host_dtype or a.dtype), parts
+            )
+        stop = min(n, start + jax.tree_util.tree_leaves(parts)[0].shape[0])
+        jax.tree_util.tree_map(lambda r, a: r.__setitem__(slice(start, stop), a[: stop - start]), result, parts)
+        start = stop
+
     for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False):
         if _is_traced(out):  # one traced call over all rows
-            return out
+            return out if host_dtype is None else jax.tree_util.tree_map(lambda a: a.astype(host_dtype), out)
         if pending is not None:  # copy the previous step to the host while this one runs
-            done.append(jax.device_get(pending))
+            to_host(pending)
         pending = out
-    done.append(jax.device_get(pending))
-    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:n], *done)
+    to_host(pending)
+    return result
 
 
 def sum_rows(

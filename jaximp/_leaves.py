@@ -79,9 +79,27 @@ def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
 _LEAF_BLOCK = 512  # the [T, block] -> [block, T] transpose is cheapest on blocks this small
 
 
+def _rows_major(leaves: Array) -> Array:
+    """``u8[T, n]`` to ``u8[n, T]``, transposing words of 4 trees instead of single bytes.
+
+    A byte transpose runs at a fraction of memory speed on CPU; packing trees ``4i..4i+3`` of
+    a row into one ``u32`` (byte ``j`` = tree ``4i+j``, little-endian) is elementwise, the
+    ``u32`` transpose moves 4 bytes at a time, and the bitcast back is free.
+    """
+    n_trees, n = leaves.shape
+    padded = -(-n_trees // 4) * 4
+    words = jnp.pad(leaves, ((0, padded - n_trees), (0, 0))).reshape(padded // 4, 4, n).astype(jnp.uint32)
+    words = jnp.sum(words << (8 * jnp.arange(4, dtype=jnp.uint32))[None, :, None], axis=1, dtype=jnp.uint32)
+    return jax.lax.bitcast_convert_type(words.T, jnp.uint8).reshape(n, padded)[:, :n_trees]
+
+
 def _leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    # Transposed in the narrow dtype; the public function widens to int32 on the host.
-    return map_blocks(lambda xb: tree_leaves(ens, xb).T, x, min(block, _LEAF_BLOCK))
+    # Narrow [n, T]; the public function widens to int32 while copying to the host.
+    if ens.depth <= 8:
+        row_fn = lambda xb: _rows_major(tree_leaves(ens, xb))  # noqa: E731
+    else:
+        row_fn = lambda xb: tree_leaves(ens, xb).T  # noqa: E731
+    return map_blocks(row_fn, x, min(block, _LEAF_BLOCK))
 
 
 def _predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
@@ -107,13 +125,10 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
         >>> jaximp.leaf_indices(ens, X)  # doctest: +SKIP
     """
     x = as_features(X, ens, "leaf_indices")
-    leaves = leaf_rows(ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices")
-    return leaves.astype(jnp.int32 if isinstance(leaves, jax.Array) else np.int32)
-
-
-def leaf_rows(ens: ObliviousEnsemble, x: Any, *, batch_size: int | None, devices: Any, fn_name: str):
-    """``[N, T]`` leaf indices of checked rows ``x: f32[N, F]``, in the narrow dtype (u8 for D <= 8)."""
-    return map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    return map_rows(
+        _leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
+        host_dtype=np.int32,
+    )
 
 
 def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None):
