@@ -56,7 +56,7 @@ _TABLE_KIND = {
     "approximate": "saabas",
     "interventional": "shapley_hybrid",
 }
-_GATHER_FLOATS = 1 << 24  # per-block budget of gathered table entries (64 MiB)
+_GATHER_FLOATS = 1 << 21  # per-block budget of gathered table entries (8 MiB: stays in cache)
 
 
 class ShapTables(NamedTuple):
