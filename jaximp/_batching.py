@@ -116,8 +116,9 @@ def _next_pow2(n: int) -> int:
 def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
-    A step is a whole number of blocks per device: the requested rows rounded up, or for small
-    inputs the next power of two, so that few shapes are ever compiled.
+    A step is a whole number of blocks per device: the requested rows rounded up. The last step
+    (or the only one, for small inputs) is cut to the next power of two of blocks that holds
+    the remaining rows, so padding stays under half a step and few shapes are ever compiled.
     """
     devs = resolve_devices(devices, fn_name)
     per_device = resolve_batch_size(batch_size, devs[0], fn_name)
@@ -126,12 +127,14 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce):
     if _is_traced(params) or _is_traced(rows):
         yield kernel(params, rows, block=block, **static)
         return
-    per_device = min(per_device, _next_pow2(-(-n // len(devs))))
     per_device = -(-per_device // block) * block
-    step = per_device * len(devs)
     compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
-    for start in range(0, n, step):
+    start = 0
+    while start < n:
+        blocks_needed = -(-(n - start) // (block * len(devs)))
+        step = min(per_device, _next_pow2(blocks_needed) * block) * len(devs)
         yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
+        start += step
 
 
 def map_rows(

@@ -48,6 +48,29 @@ def demo(iterations: int = 300, depth: int = 6) -> None:
     for name, value in sorted(zip(ens.feature_names, pvc), key=lambda item: -item[1])[:5]:
         print(f"  {name:>6s} {value:6.2f}")
 
+    pool = catboost.Pool(X, y)
+    for method, calc in (("path_dependent", "Regular"), ("exact", "Exact"), ("approximate", "Approximate")):
+        start = time.perf_counter()
+        values = jaximp.shap_values(ens, X, method=method)
+        elapsed = time.perf_counter() - start
+        reference = model.get_feature_importance(pool, type="ShapValues", shap_calc_type=calc)[:, :-1]
+        print(f"SHAP {method:>15s}: {values.shape} in {elapsed * 1e3:6.1f} ms; "
+              f"max |jaximp - CatBoost {calc}| = {np.abs(values - reference).max():.1e}")
+    background = X.iloc[:100]
+    values = jaximp.shap_values(ens, X, method="interventional", background=background)
+    additivity = np.abs(values.sum(1) + jaximp.expected_value(ens, method="interventional",
+                                                              background=background) - raw).max()
+    print(f"SHAP  interventional: 100 background rows; max |sum + expected - predict| = {additivity:.1e}")
+
+    lfc = np.asarray(jaximp.loss_function_change(ens, X, y))
+    reference = model.get_feature_importance(pool, type="LossFunctionChange")
+    print(f"LossFunctionChange: max |jaximp - CatBoost| = {np.abs(lfc - reference).max():.1e}")
+    result = jaximp.permutation_importance(ens, X, y, n_repeats=10, random_state=0)
+    print("permutation importance (RMSE, 10 repeats), top features:")
+    for i in np.argsort(-result.importances_mean)[:5]:
+        print(f"  {ens.feature_names[i]:>6s} {result.importances_mean[i]:7.3f} "
+              f"+/- {result.importances_std[i]:.3f}")
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``jaximp`` command."""

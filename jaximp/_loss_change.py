@@ -23,24 +23,33 @@ from jax import Array
 from jaximp._batching import map_blocks, map_rows
 from jaximp._inputs import as_features
 from jaximp._metrics import ModelLoss, as_targets, as_weights, model_loss
+from jaximp._leaves import gather_leaf_values, tree_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble
+from jaximp._shap import shap_tables, values_block, values_from_leaves
 
 
-def _loss_change_kernel(_: Any, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array]:
+def _loss_change_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array]:
     """Per row: the loss ``f32[n]`` and its change without each feature ``f32[n, F]``.
 
+    Each row's leaves are found once and give both its raw prediction and its SHAP values.
+
     Args:
-        rows: ``(y, raw [n, K], phi [n, F, K])``.
+        params: ``(ens, tables)``, the model and its path-dependent SHAP tables.
+        rows: ``(x f32[n, F], y)``.
         block: rows per fused block.
         loss: the model's loss (static).
     """
+    ens, tables = params
 
     def rows_fn(block_rows):
-        y, raw, phi = block_rows
+        xb, y = block_rows
+        leaves = tree_leaves(ens, xb)
+        raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves) + ens.bias  # [n, K]
+        phi = values_from_leaves(ens, tables, leaves)  # [n, F, K]
         change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
         return loss.row_loss(y, raw), change
 
-    return map_blocks(rows_fn, rows, block)
+    return map_blocks(rows_fn, rows, values_block(tables, block))
 
 
 def loss_function_change(
@@ -81,8 +90,6 @@ def loss_function_change(
     Example:
         >>> jaximp.loss_function_change(ens, X_valid, y_valid)  # doctest: +SKIP
     """
-    from jaximp._shap import shap_values
-
     fn = "loss_function_change"
     check_ensemble(ens, fn)
     loss = model_loss(ens, fn)
@@ -90,12 +97,9 @@ def loss_function_change(
     n = x.shape[0]
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn).astype(np.float64)
-    phi = shap_values(ens, x, batch_size=batch_size, devices=devices)
-    raw = ens.predict(x, batch_size=batch_size, devices=devices)
-    k = ens.n_outputs
-    rows = (targets, np.asarray(raw, np.float32).reshape(n, k), np.asarray(phi, np.float32).reshape(n, -1, k))
-    base, change = map_rows(_loss_change_kernel, (), rows, batch_size=batch_size, devices=devices,
-                            fn_name=fn, loss=loss)
+    tables = shap_tables(ens, "path_dependent", fn_name=fn)
+    base, change = map_rows(_loss_change_kernel, (ens, tables), (x, targets), batch_size=batch_size,
+                            devices=devices, fn_name=fn, loss=loss)
     # weighted sums on the host in float64: exact whatever the batch size or device count
     weight = weights.sum()
     total = weights @ np.asarray(base, np.float64)

@@ -138,19 +138,26 @@ def _gather_block(block: int, per_row: int) -> int:
     return block
 
 
+def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array) -> Array:
+    """``f32[n, F, K]`` SHAP values of rows from their leaves ``[T, n]``: one gather per tree and
+    slot, scattered onto the slots' features."""
+    t, d, k, _ = tab.values.shape
+    leaves = leaves.astype(jnp.int32)
+    gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, :], axis=3)  # [T, D, K, n]
+    out = jnp.zeros((ens.n_features, k, leaves.shape[1]), gathered.dtype)
+    out = out.at[tab.features.reshape(-1)].add(gathered.reshape(t * d, k, -1))
+    return jnp.transpose(out, (2, 0, 1))
+
+
+def values_block(tab: ShapTables, block: int) -> int:
+    """Rows per fused block for row kernels that gather from ``tab`` (see ``_gather_block``)."""
+    t, d, k, _ = tab.values.shape
+    return _gather_block(block, t * d * k)
+
+
 def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
     ens, tab = params
-    t, d, k, _ = tab.values.shape
-    slot_features = tab.features.reshape(-1)
-
-    def rows_fn(xb):
-        leaves = tree_leaves(ens, xb).astype(jnp.int32)  # [T, n]
-        gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, :], axis=3)  # [T, D, K, n]
-        out = jnp.zeros((ens.n_features, k, xb.shape[0]), gathered.dtype)
-        out = out.at[slot_features].add(gathered.reshape(t * d, k, -1))
-        return jnp.transpose(out, (2, 0, 1))  # [n, F, K]
-
-    return map_blocks(rows_fn, x, _gather_block(block, t * d * k))
+    return map_blocks(lambda xb: values_from_leaves(ens, tab, tree_leaves(ens, xb)), x, values_block(tab, block))
 
 
 def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
