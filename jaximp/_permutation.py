@@ -58,14 +58,23 @@ class _Plan(NamedTuple):
 
     flip_tree: ``i32[Q1, C]`` tree of each flip pair (``T``, an all-zero tree, on padding).
     flip_bit: ``[Q1, C]`` the leaf bit the group decides (0 on padding).
+    flip_feature, flip_threshold: ``i32[Q1, C]`` the flip pair's split, ``bin(x[feature]) >
+        threshold`` (never true on padding): a repeat needs one compare, not the tree's leaf.
     tree: ``i32[Q2, C]`` tree of each other pair. keep: ``[Q2, C]`` its bits not on the group.
+    split_feature, split_threshold, split_bit: ``[Q2, C, M]`` the other pair's splits on the
+        group (M the most any pair has; padding never true, bit 0).
     chunks: ``i32[G, M]`` each group's chunks among the ``Q1 + Q2`` (``Q1 + Q2`` = a zero chunk).
     """
 
     flip_tree: Array
     flip_bit: Array
+    flip_feature: Array
+    flip_threshold: Array
     tree: Array
     keep: Array
+    split_feature: Array
+    split_threshold: Array
+    split_bit: Array
     chunks: Array
 
 
@@ -86,10 +95,30 @@ def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     for g, c in enumerate(per_group):
         index[g, : len(c)] = c
     leaf_dtype = np.uint8 if ens.depth <= 8 else np.int32
+    flip_feature, flip_threshold, _ = _group_splits(ens, flip_tree, flip_bit)
+    split_feature, split_threshold, split_bit = _group_splits(ens, tree, (ens.n_leaves - 1) & ~keep)
     return _Plan(
+        flip_feature=jnp.asarray(flip_feature[..., 0]), flip_threshold=jnp.asarray(flip_threshold[..., 0]),
+        split_feature=jnp.asarray(split_feature), split_threshold=jnp.asarray(split_threshold),
+        split_bit=jnp.asarray(split_bit.astype(leaf_dtype)),
         flip_tree=jnp.asarray(flip_tree), flip_bit=jnp.asarray(flip_bit.astype(leaf_dtype)),
         tree=jnp.asarray(tree), keep=jnp.asarray(keep.astype(leaf_dtype)), chunks=jnp.asarray(index),
     )
+
+
+def _group_splits(ens: ObliviousEnsemble, tree: np.ndarray, bits: np.ndarray):
+    """``(feature i32, threshold i32, bit i64)`` each ``[Q, C, M]``: the splits of each pair's
+    tree at the depths in ``bits [Q, C]`` (the pair's bits on its group), M the most any pair
+    has; padding (also for padded pairs, tree == T) is never true and has bit 0."""
+    depth_bit = 1 << np.arange(ens.depth)
+    on = (bits[..., None] & depth_bit) != 0  # [Q, C, D]
+    width = max(1, int(on.sum(-1).max(initial=0)))
+    depth = np.argsort(~on, axis=-1, kind="stable")[..., :width]  # the set depths first
+    used = np.take_along_axis(on, depth, axis=-1)
+    t = np.minimum(tree, ens.n_trees - 1)[..., None]
+    feature = np.where(used, np.asarray(ens.split_features)[t, depth], 0).astype(np.int32)
+    threshold = np.where(used, np.asarray(ens.split_bins)[t, depth], ens.borders.shape[1]).astype(np.int32)
+    return feature, threshold, np.where(used, depth_bit[depth], 0)
 
 
 def _chunked(pairs, chunk: int, pad_tree: int, pad_code: int):
@@ -151,11 +180,15 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
         keep = plan.keep[..., None]
         base = values(plan.tree, old).sum(axis=1)
 
-        def one_repeat(pbins):  # [F, n]
-            moved = leaves_of(pbins)
-            flips = ((moved[plan.flip_tree] ^ flip_old) & flip_bit) != 0
+        def one_repeat(pbins):  # [F, n]: the bins of the rows whose values the block receives
+            # A pair's new bits are its tree's splits on the group evaluated on those bins: one
+            # compare for a flip pair, M for the others; no tree's leaf is recomputed.
+            moved_bit = pbins[plan.flip_feature] > plan.flip_threshold[..., None].astype(pbins.dtype)
+            flips = moved_bit != ((flip_old & flip_bit) != 0)  # [Q1, C, n]
             flip_delta = jnp.where(flips[..., None], flipped, 0.0).sum(axis=1)  # [Q1, n, K]
-            new = (old & keep) | (moved[plan.tree] & ~keep)
+            hits = pbins[plan.split_feature] > plan.split_threshold[..., None].astype(pbins.dtype)
+            moved = jnp.sum(jnp.where(hits, plan.split_bit[..., None], 0), axis=2, dtype=old.dtype)
+            new = (old & keep) | moved  # [Q2, C, n]
             other_delta = values(plan.tree, new).sum(axis=1) - base  # [Q2, n, K]
             zero = jnp.zeros((1, *raw.shape), raw.dtype)  # the chunk of padded chunk indices
             delta = jnp.concatenate([flip_delta, other_delta, zero])[plan.chunks].sum(axis=1)
