@@ -33,7 +33,7 @@ _ROW_AXIS = "rows"
 # N or device count. Small on CPU so that a block's tables stay in cache.
 _BLOCK = {"cpu": 1024}
 _ACCELERATOR_BLOCK = 1 << 14
-_DEFAULT_BATCH = {"cpu": 1 << 13}  # 8 blocks: little padding on the last step
+_DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; the last step is trimmed
 _ACCELERATOR_BATCH = 1 << 18
 
 
