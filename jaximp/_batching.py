@@ -109,16 +109,12 @@ def _is_traced(tree: Any) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, int(n - 1).bit_length())
-
-
 def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
-    A step is a whole number of blocks per device: the requested rows rounded up. The last step
-    (or the only one, for small inputs) is cut to the next power of two of blocks that holds
-    the remaining rows, so padding stays under half a step and few shapes are ever compiled.
+    A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
+    not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
+    stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled.
     """
     devs = resolve_devices(devices, fn_name)
     per_device = resolve_batch_size(batch_size, devs[0], fn_name)
@@ -132,7 +128,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce):
     start = 0
     while start < n:
         blocks_needed = -(-(n - start) // (block * len(devs)))
-        step = min(per_device, _next_pow2(blocks_needed) * block) * len(devs)
+        step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
         yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
         start += step
 
