@@ -296,7 +296,7 @@ def markdown(results: list[dict], scaling: list[dict], args) -> str:
         "",
         "Written by `python scripts/bench.py`; every row times the reference and jaximp in the same run,",
         "on the same data and model. jaximp is timed warm (compiled), best of "
-        f"{args.repeats}; so is the reference.",
+        f"{args.repeats}; so is the reference, except those taking seconds (timed once).",
         "",
         f"- device: {device_name()}; jax {jax.__version__}, jaximp {jaximp.__version__}, "
         f"python {platform.python_version()}",
