@@ -2,9 +2,10 @@
 
 Every function of jaximp that takes rows runs its per-row kernel through :func:`map_rows`:
 
-* rows go in steps of ``batch_size`` rows per device (the last step zero-padded), so device
-  memory is bounded for any N and a new N does not trigger a recompile: steps are compiled
-  once per (step shape, model shape);
+* rows go in steps of ``batch_size`` rows per device, leftover rows in steps of a power of two
+  of blocks (the last block zero-padded), so device memory is bounded for any N and only a few
+  step shapes are ever compiled (once per step shape and model shape): a second call of the
+  same N, or of any N the compiled shapes cover, does not recompile;
 * with several devices, each step is sharded along rows (``NamedSharding(mesh, P("rows"))``)
   and the kernel's other arguments (model, tables) are replicated;
 * results of each step are copied to host memory while the next step runs, and returned as
@@ -33,7 +34,7 @@ _ROW_AXIS = "rows"
 # N or device count. Small on CPU so that a block's tables stay in cache.
 _BLOCK = {"cpu": 1024}
 _ACCELERATOR_BLOCK = 1 << 14
-_DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; the last step is trimmed
+_DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; leftover rows go in smaller steps
 _ACCELERATOR_BATCH = 1 << 18
 
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._inputs import _is_pool, as_features
+from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble
 
@@ -70,22 +70,6 @@ def _leaf_pair_gains(leaf_values: Array, weights: Array) -> Array:
 def _pvc_kernel(ens: ObliviousEnsemble, weights: Array) -> Array:
     effect = _feature_sum(ens, _leaf_pair_gains(ens.leaf_values, weights))
     return 100.0 * _safe_div(effect, jnp.sum(effect))
-
-
-def _sample_weights(sample_weight: Any, X: Any, n_rows: int, fn_name: str) -> np.ndarray:
-    if sample_weight is None:
-        if _is_pool(X):
-            return np.asarray(X.get_weight(), np.float32)
-        return np.ones(n_rows, np.float32)
-    w = np.asarray(sample_weight)
-    if w.ndim != 1 or w.shape[0] != n_rows:
-        raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one per row of X; got {w.shape}")
-    if not np.issubdtype(w.dtype, np.number) or w.dtype == bool:
-        raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        bad = w[~(np.isfinite(w) & (w >= 0))][:5]
-        raise ValueError(f"{fn_name}: sample_weight must be finite and non-negative; got values such as {bad}")
-    return w.astype(np.float32)
 
 
 def prediction_values_change(
@@ -147,7 +131,9 @@ def prediction_values_change(
             raise ValueError(f"{fn_name}: sample_weight must come with X (it weighs X's rows); got X=None")
         return _pvc_kernel(ens, ens.leaf_weights)
     x = as_features(X, ens, fn_name)
-    w = _sample_weights(sample_weight, X, x.shape[0], fn_name)
+    if sample_weight is None and _is_pool(X):
+        sample_weight = X.get_weight()
+    w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
     weights = leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices, fn_name=fn_name)
     return _pvc_kernel(ens, weights)
 

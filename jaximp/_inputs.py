@@ -64,6 +64,30 @@ def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") ->
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
+def as_weights(sample_weight: Any, n_rows: int, fn_name: str, *, allow_all_zero: bool = False) -> np.ndarray:
+    """``f32[N]`` row weights: ones for None; else finite, non-negative and (unless
+    ``allow_all_zero``) not all 0.
+
+    Raises:
+        TypeError: non-numeric weights.
+        ValueError: a wrong shape, negative or non-finite weights, or all zeros.
+    """
+    if sample_weight is None:
+        return np.ones(n_rows, np.float32)
+    w = np.asarray(sample_weight)
+    if not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
+        raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
+    if w.shape != (n_rows,):
+        raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; got {w.shape}")
+    w = w.astype(np.float32)
+    bad = w[~(np.isfinite(w) & (w >= 0))][:5]
+    if allow_all_zero and bad.size:
+        raise ValueError(f"{fn_name}: sample_weight must be finite and non-negative; got values such as {bad}")
+    if not allow_all_zero and (bad.size or not np.sum(w) > 0):
+        raise ValueError(f"{fn_name}: sample_weight must be finite, non-negative and not all 0")
+    return w
+
+
 def _check_shape(shape: tuple, ens: ObliviousEnsemble, fn_name: str, arg: str) -> None:
     if len(shape) != 2:
         hint = " (one row: X.reshape(1, -1))" if len(shape) == 1 else ""

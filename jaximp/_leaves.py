@@ -18,7 +18,7 @@ from jax import Array
 
 from jaximp._batching import map_blocks, map_rows, sum_rows
 from jaximp._inputs import as_features
-from jaximp._model import ObliviousEnsemble, nan_fill_values, squeeze_outputs
+from jaximp._model import ObliviousEnsemble, check_ensemble, nan_fill_values, squeeze_outputs
 
 
 def _bin_dtype(ens: ObliviousEnsemble):
@@ -124,6 +124,7 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
     Example:
         >>> jaximp.leaf_indices(ens, X)  # doctest: +SKIP
     """
+    check_ensemble(ens, "leaf_indices")
     x = as_features(X, ens, "leaf_indices")
     return map_rows(
         _leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
@@ -136,6 +137,7 @@ def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, de
 
     See :meth:`ObliviousEnsemble.predict`.
     """
+    check_ensemble(ens, "predict")
     x = as_features(X, ens, "predict")
     out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict")
     return squeeze_outputs(out, ens.n_outputs)

@@ -21,8 +21,8 @@ import numpy as np
 from jax import Array
 
 from jaximp._batching import map_blocks, map_rows
-from jaximp._inputs import as_features
-from jaximp._metrics import ModelLoss, as_targets, as_weights, model_loss
+from jaximp._inputs import as_features, as_weights
+from jaximp._metrics import ModelLoss, as_targets, model_loss
 from jaximp._leaves import gather_leaf_values, tree_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble
 from jaximp._shap import shap_tables, values_block, values_from_leaves

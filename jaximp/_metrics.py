@@ -467,18 +467,3 @@ def _same_label(label: Any, name: Any) -> bool:
     if isinstance(label, numbers) and not isinstance(label, bool) and isinstance(name, numbers):
         return float(label) == float(name)
     return str(label) == str(name)
-
-
-def as_weights(sample_weight: Any, n_rows: int, fn_name: str) -> np.ndarray:
-    """``f32[N]`` row weights: ones for None; else finite, non-negative, with a positive sum."""
-    if sample_weight is None:
-        return np.ones(n_rows, np.float32)
-    w = np.asarray(sample_weight)
-    if not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
-        raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
-    if w.shape != (n_rows,):
-        raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; got {w.shape}")
-    w = w.astype(np.float32)
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.sum(w) > 0:
-        raise ValueError(f"{fn_name}: sample_weight must be finite, non-negative and not all 0")
-    return w

@@ -31,11 +31,10 @@ from jax import Array
 from sklearn.utils import Bunch
 
 from jaximp._batching import map_blocks, map_rows, resolve_devices
-from jaximp._inputs import as_features
+from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import gather_leaf_values, quantize, tree_leaves_from_bins
 from jaximp._metrics import (
     as_targets,
-    as_weights,
     check_scorer_targets,
     resolve_scoring,
     task_of,

@@ -176,6 +176,14 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
     return map_blocks(rows_fn, x, _gather_block(block, t * d * d * k))
 
 
+def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int | None, devices: Any,
+             fn_name: str) -> Any:
+    """SHAP values of rows ``X`` from per-tree tables: ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``."""
+    x = as_features(X, ens, fn_name)
+    out = map_rows(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    return squeeze_outputs(out, ens.n_outputs)
+
+
 def _host(x: Array) -> Any:
     return x if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
@@ -213,10 +221,7 @@ class Explainer:
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     fn_name: str = "Explainer.shap_values") -> Any:
         """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``; see :func:`shap_values`."""
-        x = as_features(X, self.ens, fn_name)
-        out = map_rows(_values_kernel, (self.ens, self.tables), x, batch_size=batch_size,
-                       devices=devices, fn_name=fn_name)
-        return squeeze_outputs(out, self.ens.n_outputs)
+        return _explain(self.ens, self.tables, X, batch_size=batch_size, devices=devices, fn_name=fn_name)
 
     def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None):
         """A ``shap.Explanation`` of the rows ``X``.
@@ -278,9 +283,7 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
     x = as_features(X, ens, "shap_values")
     tab = shap_tables(ens, method, background, fn_name="shap_values", batch_size=batch_size,
                       devices=devices)
-    out = map_rows(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices,
-                   fn_name="shap_values")
-    return squeeze_outputs(out, ens.n_outputs)
+    return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
 
 
 def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", background: Any = None) -> Any:

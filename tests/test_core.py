@@ -214,6 +214,10 @@ def test_bad_models(tmp_path):
         jaximp.from_catboost(tmp_path / "broken.json")
     with pytest.raises(ValueError, match="fitted"):
         jaximp.from_catboost(catboost.CatBoostRegressor())
+    with pytest.raises(TypeError, match="predict: ens must be a jaximp.ObliviousEnsemble"):
+        jaximp.predict(model, np.zeros((2, 6), np.float32))
+    with pytest.raises(TypeError, match="leaf_indices: ens must be a jaximp.ObliviousEnsemble"):
+        jaximp.leaf_indices(model, np.zeros((2, 6), np.float32))
 
 
 def test_categorical_model_is_refused():

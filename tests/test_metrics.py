@@ -16,6 +16,7 @@ from scipy.special import expit, softmax
 
 import jaximp
 from jaximp import _metrics as m
+from jaximp._inputs import as_weights
 
 RTOL, ATOL = 1e-5, 1e-6
 N, K = 300, 3
@@ -202,7 +203,7 @@ def test_bad_targets_raise(kind, y, error, match):
 ])
 def test_bad_weights_raise(w, match):
     with pytest.raises(ValueError, match=match):
-        m.as_weights(w, 400, "f")
+        as_weights(w, 400, "f")
 
 
 def test_resolve_scoring_names_the_valid_scorers():
