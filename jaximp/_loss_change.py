@@ -20,10 +20,10 @@ import jax
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_blocks, map_rows
+from jaximp._batching import map_rows
 from jaximp._inputs import as_features, as_weights
+from jaximp._leaves import leaf_prediction, map_leaves
 from jaximp._metrics import ModelLoss, as_targets, model_loss
-from jaximp._leaves import gather_leaf_values, tree_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble
 from jaximp._shap import shap_tables, values_block, values_from_leaves
 
@@ -41,15 +41,15 @@ def _loss_change_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[A
     """
     ens, tables = params
 
-    def rows_fn(block_rows):
-        xb, y = block_rows
-        leaves = tree_leaves(ens, xb)
-        raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves) + ens.bias  # [n, K]
+    x, y = rows
+
+    def rows_fn(leaves, y):
+        raw = leaf_prediction(ens, leaves)  # [n, K]
         phi = values_from_leaves(ens, tables, leaves)  # [n, F, K]
         change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
         return loss.row_loss(y, raw), change
 
-    return map_blocks(rows_fn, rows, values_block(tables, block))
+    return map_leaves(rows_fn, ens, x, values_block(tables, block), y)
 
 
 def loss_function_change(

@@ -15,8 +15,8 @@ and the prediction changes only through those trees:
 The work is ``sum_f #trees(f)`` (group, tree) pairs per row and repeat instead of ``F * T`` tree
 evaluations. Pairs are laid out in fixed-size chunks of one group each, so all groups and
 repeats run as one vectorized kernel; a pair whose tree splits on ``f`` at one depth only (most
-of them) can only keep its leaf or flip one bit, so its flipped leaf value is gathered once per
-row and a repeat only selects it.
+of them) can only keep its leaf or flip one bit, so its change of value on a flip is gathered
+once per row (from a per-tree [leaf, depth] table) and a repeat only selects it.
 """
 
 from __future__ import annotations
@@ -30,9 +30,14 @@ import numpy as np
 from jax import Array
 from sklearn.utils import Bunch
 
-from jaximp._batching import map_blocks, map_rows, resolve_devices
+from jaximp._batching import map_rows, resolve_devices
 from jaximp._inputs import as_features, as_weights
-from jaximp._leaves import gather_leaf_values, quantize, tree_leaves_from_bins
+from jaximp._leaves import (
+    bin_dtype,
+    gather_leaf_values,
+    quantize,
+    tree_leaves_from_bins,
+)
 from jaximp._metrics import (
     as_targets,
     check_scorer_targets,
@@ -41,32 +46,36 @@ from jaximp._metrics import (
 )
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 
-_CHUNK = 32  # (group, tree) pairs summed together before the per-group sum
-_CPU_BLOCK = 128  # rows per fused block on CPU: the per-pair tables of one block stay in cache
-_CPU_BATCH = 2048  # rows per device step on CPU: little padding, one compiled shape
+_CHUNK = 32  # flip (group, tree) pairs summed together before the per-group sum
+_OTHER_CHUNK = 8  # the same for other pairs, fewer per group: less padding
+_CPU_BLOCK = 256  # rows per fused block on CPU: the per-pair tables of one block stay in cache
+_CPU_BATCH = 4096  # rows per device step on CPU: little padding, few compiled shapes
 _ACCELERATOR_BYTES = 1 << 31  # rough bound on a step's per-pair intermediates elsewhere
 
 
 class _Plan(NamedTuple):
     """The (group, tree) pairs, in chunks of ``C`` pairs of one group each.
 
-    Pairs whose tree splits on the group at a single depth ("flip" pairs, most of them) can
-    only keep their leaf or flip one bit, so the change of value on a flip is gathered once per
-    row (from a per-pair, per-leaf table) and each repeat just selects it; the other pairs
-    gather the value of their new leaf in each repeat.
+    A "flip" pair's tree splits on the group at a single depth (most pairs): permuting can
+    only keep its leaf or flip that bit, and the bit flips exactly when the split's threshold
+    lies between the row's own bin and the bin it receives, ``low <= threshold < high``. Flip
+    pairs are chunked per (group, feature), so a repeat fetches one row of received bins per
+    chunk; each pair's change of value on a flip is gathered once per row, and a repeat sums
+    the flipped ones. The "other" pairs (several depths on the group) gather the value of
+    their new leaf in each repeat. Other pairs come in smaller chunks (fewer per group).
 
-    flip_tree: ``i32[Q1, C]`` tree of each flip pair (``T``, an all-zero tree, on padding).
-    flip_bit: ``[Q1, C]`` the leaf bit the group decides (0 on padding).
-    flip_feature, flip_threshold: ``i32[Q1, C]`` the flip pair's split, ``bin(x[feature]) >
-        threshold`` (never true on padding): a repeat needs one compare, not the tree's leaf.
-    tree: ``i32[Q2, C]`` tree of each other pair. keep: ``[Q2, C]`` its bits not on the group.
-    split_feature, split_threshold, split_bit: ``[Q2, C, M]`` the other pair's splits on the
+    flip_split: ``i32[Q1, C]`` the split ``tree * D + depth`` of each flip pair (``T * D``,
+        in an all-zero tree, on padding).
+    flip_feature: ``i32[Q1]`` the column every split of the chunk reads.
+    flip_threshold: ``[Q1, C]`` each flip pair's split ``bin(x[feature]) > threshold`` (the
+        number of borders, never between two bins, on padding), in the bins' dtype.
+    tree: ``i32[Q2, C2]`` tree of each other pair. keep: ``[Q2, C2]`` its bits not on the group.
+    split_feature, split_threshold, split_bit: ``[Q2, C2, M]`` the other pair's splits on the
         group (M the most any pair has; padding never true, bit 0).
     chunks: ``i32[G, M]`` each group's chunks among the ``Q1 + Q2`` (``Q1 + Q2`` = a zero chunk).
     """
 
-    flip_tree: Array
-    flip_bit: Array
+    flip_split: Array
     flip_feature: Array
     flip_threshold: Array
     tree: Array
@@ -79,30 +88,86 @@ class _Plan(NamedTuple):
 
 def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     """The (group, tree) pairs of every tree that splits on a group, chunk-padded per group."""
-    bits = np.where(np.asarray(ens.split_mask), 1 << np.arange(ens.depth), 0)  # [T, D]
-    on_group = [np.sum(np.where(np.isin(ens.split_features, g), bits, 0), axis=1) for g in groups]
-    single = [mask & (mask - 1) == 0 for mask in on_group]  # at most one bit (0 bits: unused)
-    flips = [(np.flatnonzero(m * s), m[(m * s) > 0]) for m, s in zip(on_group, single)]
-    others = [(np.flatnonzero(m * ~s), (ens.n_leaves - 1) & ~m[(m * ~s) > 0]) for m, s in zip(on_group, single)]
-    longest = max(max(len(t) for t, _ in flips), max(len(t) for t, _ in others))
-    chunk = min(_CHUNK, 1 << max(0, longest - 1).bit_length())
-    flip_tree, flip_bit, flip_chunks = _chunked(flips, chunk, ens.n_trees, 0)
-    tree, keep, other_chunks = _chunked(others, chunk, ens.n_trees, ens.n_leaves - 1)
-    n_flip, n_chunks = len(flip_tree), len(flip_tree) + len(tree)
-    per_group = [list(a) + [n_flip + c for c in b] for a, b in zip(flip_chunks, other_chunks)]
-    index = np.full((len(groups), max(1, max(len(c) for c in per_group))), n_chunks, np.int32)
-    for g, c in enumerate(per_group):
-        index[g, : len(c)] = c
+    n_groups, n_features = len(groups), ens.n_features
+    features, bins = np.asarray(ens.split_features), np.asarray(ens.split_bins)
+    member = np.zeros((n_groups, n_features), bool)
+    for g, columns in enumerate(groups):
+        member[g, columns] = True
+    on = member[:, features] & np.asarray(ens.split_mask)  # [G, T, D]: the splits on each group
+    count = on.sum(axis=2)
+
+    flip_group, flip_tree = np.nonzero(count == 1)
+    depth = np.argmax(on[flip_group, flip_tree], axis=1)
+    flip_feature = features[flip_tree, depth]
+    order = np.lexsort((flip_feature, flip_group))  # slots (group, feature), trees ascending
+    flip_group, flip_tree, depth, flip_feature = flip_group[order], flip_tree[order], depth[order], flip_feature[order]
+    other_group, other_tree = np.nonzero(count > 1)
+    slots, other_slots = flip_group * n_features + flip_feature, other_group
+    chunk = _chunk_size(slots, _CHUNK)
+
+    flip_slot, at = _chunk_layout(slots, chunk)  # [Q1] slot of each chunk (-1: padding), [P1]
+    split = _scatter(at, flip_tree * ens.depth + depth, len(flip_slot) * chunk, ens.n_trees * ens.depth)
+    split = split.reshape(-1, chunk)
+    threshold = _scatter(at, bins[flip_tree, depth], split.size, ens.borders.shape[1]).reshape(split.shape)
+    chunk = _chunk_size(other_slots, _OTHER_CHUNK)
+    chunk_group, at = _chunk_layout(other_slots, chunk)
+    other = _scatter(at, other_tree, len(chunk_group) * chunk, ens.n_trees).reshape(-1, chunk)
+    mask = np.sum(on[other_group, other_tree] << np.arange(ens.depth), axis=1)
+    keep = _scatter(at, (ens.n_leaves - 1) & ~mask, other.size, ens.n_leaves - 1).reshape(other.shape)
+
+    # each group's chunks, flip then other, padded with the index of an all-zero chunk
+    group_of = np.concatenate([np.where(flip_slot < 0, -1, flip_slot // n_features), chunk_group])
+    ids = np.flatnonzero(group_of >= 0)
+    ids = ids[np.argsort(group_of[ids], kind="stable")]
+    rank = np.arange(len(ids)) - np.searchsorted(group_of[ids], group_of[ids])
+    index = np.full((n_groups, max(1, int(rank.max(initial=0)) + 1)), len(group_of), np.int32)
+    index[group_of[ids], rank] = ids
+
     leaf_dtype = np.uint8 if ens.depth <= 8 else np.int32
-    flip_feature, flip_threshold, _ = _group_splits(ens, flip_tree, flip_bit)
-    split_feature, split_threshold, split_bit = _group_splits(ens, tree, (ens.n_leaves - 1) & ~keep)
+    split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~keep)
     return _Plan(
-        flip_feature=jnp.asarray(flip_feature[..., 0]), flip_threshold=jnp.asarray(flip_threshold[..., 0]),
+        flip_split=jnp.asarray(split, jnp.int32),
+        flip_feature=jnp.asarray(np.maximum(flip_slot, 0) % n_features, jnp.int32),
+        flip_threshold=jnp.asarray(threshold.astype(bin_dtype(ens))),
+        tree=jnp.asarray(other, jnp.int32), keep=jnp.asarray(keep.astype(leaf_dtype)),
         split_feature=jnp.asarray(split_feature), split_threshold=jnp.asarray(split_threshold),
-        split_bit=jnp.asarray(split_bit.astype(leaf_dtype)),
-        flip_tree=jnp.asarray(flip_tree), flip_bit=jnp.asarray(flip_bit.astype(leaf_dtype)),
-        tree=jnp.asarray(tree), keep=jnp.asarray(keep.astype(leaf_dtype)), chunks=jnp.asarray(index),
+        split_bit=jnp.asarray(split_bit.astype(leaf_dtype)), chunks=jnp.asarray(index),
     )
+
+
+def _chunk_size(keys: np.ndarray, most: int) -> int:
+    """The power of two up to ``most`` that holds the longest run of ``keys``."""
+    longest = int(_run_lengths(keys).max(initial=1))
+    return min(most, 1 << max(0, longest - 1).bit_length())
+
+
+def _run_lengths(keys: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of equal values in the sorted ``keys``."""
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, int)
+    return np.diff(np.r_[starts, len(keys)])
+
+
+def _chunk_layout(keys: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunks of ``chunk`` items of one key each, for items sorted by key.
+
+    Returns:
+        ``(key of each chunk [Q], position of each item in the padded [Q * chunk] layout)``;
+        with no items, one chunk of padding (key -1), so that no table is empty.
+    """
+    if not len(keys):
+        return np.full(1, -1), np.zeros(0, int)
+    counts = _run_lengths(keys)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    n_chunks = -(-counts // chunk)
+    first_chunk = np.r_[0, np.cumsum(n_chunks)[:-1]]
+    position = np.repeat(first_chunk * chunk - starts, counts) + np.arange(len(keys))
+    return np.repeat(keys[starts], n_chunks), position
+
+
+def _scatter(position: np.ndarray, values: np.ndarray, size: int, fill: int) -> np.ndarray:
+    out = np.full(size, fill, np.int64)
+    out[position] = values
+    return out
 
 
 def _group_splits(ens: ObliviousEnsemble, tree: np.ndarray, bits: np.ndarray):
@@ -120,21 +185,8 @@ def _group_splits(ens: ObliviousEnsemble, tree: np.ndarray, bits: np.ndarray):
     return feature, threshold, np.where(used, depth_bit[depth], 0)
 
 
-def _chunked(pairs, chunk: int, pad_tree: int, pad_code: int):
-    """``(tree i32[Q, C], code [Q, C], chunk ids per group)`` from per-group (trees, codes)."""
-    trees, codes, ids, start = [], [], [], 0
-    for tree, code in pairs:
-        count = -(-len(tree) // chunk)
-        trees.append(np.pad(tree, (0, count * chunk - len(tree)), constant_values=pad_tree))
-        codes.append(np.pad(code, (0, count * chunk - len(code)), constant_values=pad_code))
-        ids.append(range(start, start + count))
-        start += count
-    tree = np.concatenate(trees).astype(np.int32).reshape(-1, chunk)
-    return tree, np.concatenate(codes).astype(np.int64).reshape(-1, chunk), ids
-
-
 def _bins_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    return map_blocks(lambda xb: quantize(ens, xb).T, x, block)
+    return quantize(ens, x).T
 
 
 def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Array]:
@@ -150,53 +202,76 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
         ``(f32[n, K], f32[n, R, G, K])``.
     """
     ens, plan = params
-    # leaf values as one flat [(T + 1) L, K] table: tree T, all zeros, serves padded pairs
-    table = jnp.concatenate([ens.leaf_values, jnp.zeros_like(ens.leaf_values[:1])]).reshape(-1, ens.n_outputs)
+    k, n_leaves = ens.n_outputs, ens.n_leaves
+    # leaf values as one flat [K, (T + 1) L] table: tree T, all zeros, serves padded pairs;
+    # outputs lead every per-pair array, so that rows are the minor, vectorized axis
+    table = jnp.concatenate([ens.leaf_values, jnp.zeros_like(ens.leaf_values[:1])]).reshape(-1, k).T
 
-    def values(tree, leaves):  # [Q, C], [Q, C, n] -> [Q, C, n, K]
-        return table[tree[..., None] * ens.n_leaves + leaves.astype(jnp.int32)]
+    def values(tree, leaves):  # [Q, C], [Q, C, n] -> [K, Q, C, n]
+        return table[:, tree[..., None] * n_leaves + leaves.astype(jnp.int32)]
 
     def leaves_of(bins):  # [F, n] -> [T + 1, n]; rows minor so that gathers move whole rows
         leaves = tree_leaves_from_bins(ens, bins)
         return jnp.concatenate([leaves, jnp.zeros_like(leaves[:1])])
 
-    # per flip pair and leaf, the change of value when the pair's bit flips: [Q1 C L, K]
-    q1, chunk = plan.flip_tree.shape
-    leaf = jnp.arange(ens.n_leaves, dtype=plan.flip_bit.dtype)
-    flip_table = (values(plan.flip_tree, leaf ^ plan.flip_bit[..., None])
-                  - values(plan.flip_tree, jnp.broadcast_to(leaf, (q1, chunk, ens.n_leaves))))
-    flip_table = flip_table.reshape(-1, ens.n_outputs)
-    flip_offset = (jnp.arange(q1 * chunk, dtype=jnp.int32) * ens.n_leaves).reshape(q1, chunk, 1)
+    # per tree, leaf and depth, the change of value when the depth's bit flips: [(T + 1) L, D, K];
+    # a row's changes in a tree are one contiguous [D, K] slice
+    leaf_values = table.T.reshape(-1, n_leaves, k)
+    neighbour = jnp.arange(n_leaves)[:, None] ^ (1 << jnp.arange(ens.depth))[None, :]  # [L, D]
+    flip_table = (leaf_values[:, neighbour] - leaf_values[:, :, None]).reshape(-1, ens.depth, k)
+    tree_offset = (jnp.arange(ens.n_trees + 1, dtype=jnp.int32) * n_leaves)[:, None]
+    threshold = plan.flip_threshold[..., None]  # [Q1, C, 1]
+    keep = plan.keep[..., None]
 
-    def one_block(block_rows):
+    def one_block(block_rows):  # bins [F, b], permuted [R, F, b]
         bins, permuted = block_rows
-        leaves = leaves_of(bins.T)
+        leaves = leaves_of(bins)
         raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves[:-1]) + ens.bias  # [n, K]
-        flip_old = leaves[plan.flip_tree]  # [Q1, C, n]
-        flip_bit = plan.flip_bit[..., None]
-        flipped = flip_table[flip_offset + flip_old.astype(jnp.int32)]  # [Q1, C, n, K]
+        changes = flip_table[tree_offset + leaves.astype(jnp.int32)]  # [T + 1, n, D, K]
+        changes = changes.transpose(3, 0, 2, 1).reshape(k, -1, leaves.shape[1])  # [K, (T + 1) D, n]
+        flipped = changes[:, plan.flip_split]  # [K, Q1, C, n]
+        own = bins[plan.flip_feature][:, None]  # [Q1, 1, n]
         old = leaves[plan.tree]  # [Q2, C, n]
-        keep = plan.keep[..., None]
-        base = values(plan.tree, old).sum(axis=1)
+        base = _sum_pairs(values(plan.tree, old))  # [K, Q2, n]
 
         def one_repeat(pbins):  # [F, n]: the bins of the rows whose values the block receives
             # A pair's new bits are its tree's splits on the group evaluated on those bins: one
             # compare for a flip pair, M for the others; no tree's leaf is recomputed.
-            moved_bit = pbins[plan.flip_feature] > plan.flip_threshold[..., None].astype(pbins.dtype)
-            flips = moved_bit != ((flip_old & flip_bit) != 0)  # [Q1, C, n]
-            flip_delta = jnp.where(flips[..., None], flipped, 0.0).sum(axis=1)  # [Q1, n, K]
+            received = pbins[plan.flip_feature][:, None]  # [Q1, 1, n]
+            low, high = jnp.minimum(own, received), jnp.maximum(own, received)
+            flips = (threshold >= low) & (threshold < high)  # [Q1, C, n]
+            flip_delta = _sum_pairs(jnp.where(flips, flipped, 0.0))  # [K, Q1, n]
             hits = pbins[plan.split_feature] > plan.split_threshold[..., None].astype(pbins.dtype)
             moved = jnp.sum(jnp.where(hits, plan.split_bit[..., None], 0), axis=2, dtype=old.dtype)
             new = (old & keep) | moved  # [Q2, C, n]
-            other_delta = values(plan.tree, new).sum(axis=1) - base  # [Q2, n, K]
-            zero = jnp.zeros((1, *raw.shape), raw.dtype)  # the chunk of padded chunk indices
-            delta = jnp.concatenate([flip_delta, other_delta, zero])[plan.chunks].sum(axis=1)
-            return raw + ens.scale * delta  # [G, n, K]
+            other_delta = _sum_pairs(values(plan.tree, new)) - base  # [K, Q2, n]
+            zero = jnp.zeros_like(flip_delta[:, :1])  # the chunk of padded chunk indices
+            delta = jnp.concatenate([flip_delta, other_delta, zero], axis=1)[:, plan.chunks]  # [K, G, M, n]
+            return raw.T[:, None] + ens.scale * jnp.sum(delta, axis=2)  # [K, G, n]
 
-        out = jax.lax.map(one_repeat, permuted.transpose(1, 2, 0))  # [R, G, n, K]
-        return raw, out.transpose(2, 0, 1, 3)
+        return raw, jax.lax.map(one_repeat, permuted)  # [b, K], [R, K, G, b]
 
-    return map_blocks(one_block, rows, min(block, _CPU_BLOCK) if cpu else block)
+    # Rows go through in blocks laid out rows-minor ([F, b]) once per step: transposed inside
+    # a block, every gather of a row of bins would read it with a stride.
+    bins, permuted = rows
+    block = min(block, _CPU_BLOCK) if cpu else block
+    n, repeats, n_features = permuted.shape
+    n_blocks = -(-n // block)
+    padded = lambda a: jnp.pad(a, ((0, n_blocks * block - n),) + ((0, 0),) * (a.ndim - 1))  # noqa: E731
+    bins = padded(bins).reshape(n_blocks, block, n_features).transpose(0, 2, 1)
+    permuted = padded(permuted).reshape(n_blocks, block, repeats, n_features).transpose(0, 2, 3, 1)
+    raw, out = jax.lax.map(one_block, (bins, permuted))  # [B, b, K], [B, R, K, G, b]
+    out = out.transpose(0, 4, 1, 3, 2).reshape(n_blocks * block, repeats, -1, k)
+    return raw.reshape(-1, k)[:n], out[:n]
+
+
+def _sum_pairs(x: Array) -> Array:
+    """``[K, Q, C, n] -> [K, Q, n]``: the sum over a chunk's pairs as a tree of elementwise adds
+    (C is a power of two), which XLA fuses with the computation of ``x`` into one pass."""
+    while x.shape[2] > 1:
+        half = x.shape[2] // 2
+        x = x[:, :, :half] + x[:, :, half:]
+    return x[:, :, 0]
 
 
 def permutation_importance(
@@ -310,7 +385,7 @@ def _default_batch(platform: str, plan: _Plan, n_outputs: int, repeats: int) -> 
     """Rows per step: small on CPU (little padding); elsewhere as many as ~2 GiB of pair tables allow."""
     if platform == "cpu":
         return _CPU_BATCH
-    pairs = plan.flip_tree.size + plan.tree.size + plan.chunks.size * repeats
+    pairs = plan.flip_split.size + plan.tree.size + plan.chunks.size * repeats
     rows = _ACCELERATOR_BYTES // (16 * max(1, pairs) * n_outputs)
     return 1 << int(np.clip(np.log2(max(rows, 1)), 10, 18))
 

@@ -44,9 +44,9 @@ import numpy as np
 from jax import Array
 
 from jaximp import _shap_tables
-from jaximp._batching import map_blocks, map_rows
+from jaximp._batching import map_rows
 from jaximp._inputs import as_features
-from jaximp._leaves import leaf_histogram, tree_leaves
+from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -157,7 +157,7 @@ def values_block(tab: ShapTables, block: int) -> int:
 
 def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
     ens, tab = params
-    return map_blocks(lambda xb: values_from_leaves(ens, tab, tree_leaves(ens, xb)), x, values_block(tab, block))
+    return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves), ens, x, values_block(tab, block))
 
 
 def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
@@ -166,14 +166,14 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
     f = ens.n_features
     pair_features = (tab.features[:, :, None] * f + tab.features[:, None, :]).reshape(-1)
 
-    def rows_fn(xb):
-        leaves = tree_leaves(ens, xb).astype(jnp.int32)
+    def rows_fn(leaves):
+        leaves = leaves.astype(jnp.int32)
         gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, None, :], axis=4)
-        out = jnp.zeros((f * f, k, xb.shape[0]), gathered.dtype)
+        out = jnp.zeros((f * f, k, leaves.shape[1]), gathered.dtype)
         out = out.at[pair_features].add(gathered.reshape(t * d * d, k, -1))
         return jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, F, F, K]
 
-    return map_blocks(rows_fn, x, _gather_block(block, t * d * d * k))
+    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k))
 
 
 def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int | None, devices: Any,
