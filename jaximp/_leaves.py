@@ -34,7 +34,7 @@ def bin_dtype(ens: ObliviousEnsemble):
 _FENCES = 31  # borders every value is compared with at once before the binary search
 
 
-def quantize(ens: ObliviousEnsemble, x: Array) -> Array:
+def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
     """``[F, n]`` bin of each value against its feature's borders (NaN per the model's mode).
 
     Each feature's borders are padded with ``+inf`` to ``P - 1``, ``P`` a power of two. A value
@@ -46,11 +46,16 @@ def quantize(ens: ObliviousEnsemble, x: Array) -> Array:
     Args:
         ens: the model.
         x: ``f32[n, F]`` rows.
+        fused: the result feeds gathers in the same XLA computation: use a binary search in
+            a loop (slower, but never fused into its consumers) instead.
 
     Returns:
         ``u8[F, n]`` (or ``i32`` for more than 254 borders) with ``bin = #{borders < x}``.
     """
     x = jnp.where(jnp.isnan(x), nan_fill_values(ens), x).T  # [F, n]
+    if fused:
+        search = lambda b, col: jnp.searchsorted(b, col, side="left", method="scan")  # noqa: E731
+        return jax.vmap(search)(ens.borders, x).astype(bin_dtype(ens))
     n_features, n_borders = ens.borders.shape
     size = 1 << n_borders.bit_length()  # > n_borders, so the last entry is always padding
     table = jnp.pad(ens.borders, ((0, 0), (0, size - n_borders)), constant_values=jnp.inf)
@@ -80,7 +85,7 @@ def tree_leaves_from_bins(ens: ObliviousEnsemble, bins: Array) -> Array:
 
 def tree_leaves(ens: ObliviousEnsemble, x: Array) -> Array:
     """``[T, n]`` leaf index of each of ``n`` rows ``x: f32[n, F]`` in each tree (no batching)."""
-    return tree_leaves_from_bins(ens, quantize(ens, x))
+    return tree_leaves_from_bins(ens, quantize(ens, x, fused=True))
 
 
 def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *others: Any,
@@ -113,7 +118,9 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
         a = jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
         return a.reshape(n_blocks, block, *a.shape[1:])
 
-    bins = quantize(ens, jnp.pad(x, ((0, pad), (0, 0))))  # [F, n_blocks * block]
+    # One block: no loop separates quantizing from its consumers, and XLA would fuse the
+    # fence search into every gather of its result; a search loop is never fused.
+    bins = quantize(ens, jnp.pad(x, ((0, pad), (0, 0))), fused=n_blocks == 1)  # [F, n_blocks * block]
     bins = bins.reshape(-1, n_blocks, block).transpose(1, 0, 2)  # [n_blocks, F, block]
     others = jax.tree_util.tree_map(blocks, others)
     out = jax.lax.map(lambda args: fn(tree_leaves_from_bins(ens, args[0]), *args[1]), (bins, others))

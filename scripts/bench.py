@@ -335,7 +335,7 @@ def markdown(results: list[dict], scaling: list[dict], args) -> str:
         "  7e-5 (checked by hand with CatBoost on those rows and the full background).",
         "- Permutation importance draws its own row permutations, so it agrees with sklearn within",
         "  sampling error (the tests check that), not number for number.",
-        "- Timings on a shared 2-core virtual machine move by about 20% between runs; compare ratios.",
+        "- Timings on a shared 2-core virtual machine move by 20-50% between runs (the\n  machine's speed drifts over minutes); compare ratios, taken in the same run.",
         "- No GPU was lent to the sessions that wrote this: there are no GPU rows yet.",
     ]
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ import pytest
 from conftest import KINDS, make_data, summed, train
 
 import jaximp
-from jaximp._leaves import raw_prediction
+from jaximp._leaves import quantize, raw_prediction
 
 
 def catboost_raw(model, X):
@@ -76,6 +76,24 @@ def test_border_counts(border_count):
     assert ens.borders.shape[1] <= border_count + 1
     X_new, _ = make_data("regression", n=2000, seed=5)
     assert_predict_matches(model, ens, np.concatenate([X, X_new]))
+
+
+@pytest.mark.parametrize("border_count", [1, 20, 254, 1024])
+def test_both_quantizers_count_the_borders_below(border_count):
+    # The fence search (many blocks) and the search loop (one block) are both #{borders < x},
+    # on random values, NaN, +-inf and every border itself.
+    model, _, _, _ = train("regression", depth=6, border_count=border_count, n=3000, iterations=10,
+                           nan_mode="Max", nan_fraction=0.05)
+    ens = jaximp.from_catboost(model)
+    borders = np.asarray(ens.borders)
+    X, _ = make_data("regression", n=500, seed=3, nan_fraction=0.05)
+    finite = borders[np.isfinite(borders)]
+    on_borders = np.resize(finite, (len(finite) // 6 + 1) * 6).reshape(-1, 6)
+    X = np.concatenate([X, on_borders, np.full((2, 6), np.inf), np.full((2, 6), -np.inf)]).astype(np.float32)
+    filled = np.where(np.isnan(X), [np.inf if m == "Max" else -np.inf for m in ens.nan_modes], X)
+    expected = np.stack([np.searchsorted(borders[f], filled[:, f], side="left") for f in range(6)])
+    for fused in (False, True):
+        np.testing.assert_array_equal(np.asarray(quantize(ens, jnp.asarray(X), fused=fused)), expected)
 
 
 @pytest.mark.parametrize("kind", KINDS)
