@@ -26,6 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 _ROW_AXIS = "rows"
@@ -71,6 +72,13 @@ def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str) -> int
 def block_size(device: jax.Device) -> int:
     """Rows per fused block on ``device`` (see ``_BLOCK``)."""
     return _BLOCK.get(device.platform, _ACCELERATOR_BLOCK)
+
+
+def row_blocks(a: Array, block: int) -> Array:
+    """``[n, ...] -> [ceil(n / block), block, ...]``, the last block zero-padded (at least one)."""
+    n_blocks = max(1, -(-a.shape[0] // block))
+    a = jnp.pad(a, ((0, n_blocks * block - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
+    return a.reshape(n_blocks, block, *a.shape[1:])
 
 
 def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:

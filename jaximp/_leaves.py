@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_rows, sum_rows
+from jaximp._batching import map_rows, row_blocks, sum_rows
 from jaximp._inputs import as_features
 from jaximp._model import (
     ObliviousEnsemble,
@@ -28,7 +28,13 @@ from jaximp._model import (
 
 
 def bin_dtype(ens: ObliviousEnsemble):
+    """The dtype of a feature's bin: ``u8`` up to 254 borders, else ``i32``."""
     return jnp.uint8 if ens.borders.shape[1] < 255 else jnp.int32
+
+
+def leaf_dtype(ens: ObliviousEnsemble):
+    """The dtype of a leaf index: ``u8`` up to depth 8, else ``i32``."""
+    return jnp.uint8 if ens.depth <= 8 else jnp.int32
 
 
 _FENCES = 31  # borders every value is compared with at once before the binary search
@@ -40,8 +46,9 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
     Each feature's borders are padded with ``+inf`` to ``P - 1``, ``P`` a power of two. A value
     is first compared with 31 evenly spaced borders at once (a vectorized count, which narrows
     it to one of 32 runs of borders), then binary-searched inside its run: ``log2(P) - 5``
-    gathers instead of ``log2(P)``. Call it on all the rows of a step, outside any per-block
-    loop: inside one, XLA fuses the search into every gather of its result.
+    gathers instead of ``log2(P)``. Call it on all the rows of a step and consume the result in
+    a per-block loop: with no loop between them, XLA fuses the search into every gather of its
+    result (pass ``fused=True`` there).
 
     Args:
         ens: the model.
@@ -77,7 +84,7 @@ def tree_leaves_from_bins(ens: ObliviousEnsemble, bins: Array) -> Array:
     Bit ``d`` of the index is the outcome of the split at depth ``d``; padded depths never set
     their bit. The dtype is ``u8`` for depth <= 8, else ``i32``.
     """
-    dtype = jnp.uint8 if ens.depth <= 8 else jnp.int32
+    dtype = leaf_dtype(ens)
     bits = (bins[ens.split_features] > ens.split_bins.astype(bins.dtype)[:, :, None]).astype(dtype)
     shifts = jnp.arange(ens.depth, dtype=dtype)[None, :, None]
     return jnp.sum(bits << shifts, axis=1, dtype=dtype)
@@ -111,18 +118,13 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
         ``fn``'s results for the ``n`` rows (leading axis ``n``), or their sum when ``reduce``.
     """
     n = x.shape[0]
-    n_blocks = max(1, -(-n // block))
-    pad = n_blocks * block - n
-
-    def blocks(a):
-        a = jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
-        return a.reshape(n_blocks, block, *a.shape[1:])
-
+    x = row_blocks(x, block)
+    n_blocks = x.shape[0]
     # One block: no loop separates quantizing from its consumers, and XLA would fuse the
     # fence search into every gather of its result; a search loop is never fused.
-    bins = quantize(ens, jnp.pad(x, ((0, pad), (0, 0))), fused=n_blocks == 1)  # [F, n_blocks * block]
+    bins = quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)  # [F, n_blocks * block]
     bins = bins.reshape(-1, n_blocks, block).transpose(1, 0, 2)  # [n_blocks, F, block]
-    others = jax.tree_util.tree_map(blocks, others)
+    others = jax.tree_util.tree_map(lambda a: row_blocks(a, block), others)
     out = jax.lax.map(lambda args: fn(tree_leaves_from_bins(ens, args[0]), *args[1]), (bins, others))
     if reduce:
         return jax.tree_util.tree_map(lambda a: a.sum(0), out)

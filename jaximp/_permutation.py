@@ -30,11 +30,12 @@ import numpy as np
 from jax import Array
 from sklearn.utils import Bunch
 
-from jaximp._batching import map_rows, resolve_devices
+from jaximp._batching import map_rows, resolve_devices, row_blocks
 from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import (
     bin_dtype,
     gather_leaf_values,
+    leaf_dtype,
     quantize,
     tree_leaves_from_bins,
 )
@@ -123,15 +124,14 @@ def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     index = np.full((n_groups, max(1, int(rank.max(initial=0)) + 1)), len(group_of), np.int32)
     index[group_of[ids], rank] = ids
 
-    leaf_dtype = np.uint8 if ens.depth <= 8 else np.int32
     split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~keep)
     return _Plan(
         flip_split=jnp.asarray(split, jnp.int32),
         flip_feature=jnp.asarray(np.maximum(flip_slot, 0) % n_features, jnp.int32),
         flip_threshold=jnp.asarray(threshold.astype(bin_dtype(ens))),
-        tree=jnp.asarray(other, jnp.int32), keep=jnp.asarray(keep.astype(leaf_dtype)),
+        tree=jnp.asarray(other, jnp.int32), keep=jnp.asarray(keep.astype(leaf_dtype(ens))),
         split_feature=jnp.asarray(split_feature), split_threshold=jnp.asarray(split_threshold),
-        split_bit=jnp.asarray(split_bit.astype(leaf_dtype)), chunks=jnp.asarray(index),
+        split_bit=jnp.asarray(split_bit.astype(leaf_dtype(ens))), chunks=jnp.asarray(index),
     )
 
 
@@ -255,13 +255,11 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
     # a block, every gather of a row of bins would read it with a stride.
     bins, permuted = rows
     block = min(block, _CPU_BLOCK) if cpu else block
-    n, repeats, n_features = permuted.shape
-    n_blocks = -(-n // block)
-    padded = lambda a: jnp.pad(a, ((0, n_blocks * block - n),) + ((0, 0),) * (a.ndim - 1))  # noqa: E731
-    bins = padded(bins).reshape(n_blocks, block, n_features).transpose(0, 2, 1)
-    permuted = padded(permuted).reshape(n_blocks, block, repeats, n_features).transpose(0, 2, 3, 1)
+    n, repeats = permuted.shape[:2]
+    bins = row_blocks(bins, block).transpose(0, 2, 1)  # [B, F, b]
+    permuted = row_blocks(permuted, block).transpose(0, 2, 3, 1)  # [B, R, F, b]
     raw, out = jax.lax.map(one_block, (bins, permuted))  # [B, b, K], [B, R, K, G, b]
-    out = out.transpose(0, 4, 1, 3, 2).reshape(n_blocks * block, repeats, -1, k)
+    out = out.transpose(0, 4, 1, 3, 2).reshape(-1, repeats, out.shape[3], k)
     return raw.reshape(-1, k)[:n], out[:n]
 
 

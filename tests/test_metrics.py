@@ -111,29 +111,23 @@ def _multiclass_oracles():
     }
 
 
-@pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("name", sorted(_binary_oracles()))
-def test_binary_scorers_match_sklearn(name, weighted, ties):
-    rng = np.random.default_rng(1 + weighted + 2 * ties)
-    y, raw = _binary_data(rng, ties)
-    w = _weights(rng, weighted)
-    fn, tasks = m.SCORERS[name]
-    assert "binary" in tasks
-    np.testing.assert_allclose(_jax(fn, y, raw, w), _binary_oracles()[name](y, raw, w), rtol=RTOL, atol=ATOL)
+_CLASSIFICATION = {  # task: (seed, data, oracles)
+    "binary": (1, _binary_data, _binary_oracles),
+    "multiclass": (5, _multiclass_data, _multiclass_oracles),
+}
 
 
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("name", sorted(_multiclass_oracles()))
-def test_multiclass_scorers_match_sklearn(name, weighted, ties):
-    rng = np.random.default_rng(5 + weighted + 2 * ties)
-    y, raw = _multiclass_data(rng, ties)
+@pytest.mark.parametrize("task, name", [(t, n) for t, (_, _, o) in _CLASSIFICATION.items() for n in sorted(o())])
+def test_classification_scorers_match_sklearn(task, name, weighted, ties):
+    seed, data, oracles = _CLASSIFICATION[task]
+    rng = np.random.default_rng(seed + weighted + 2 * ties)
+    y, raw = data(rng, ties)
     w = _weights(rng, weighted)
     fn, tasks = m.SCORERS[name]
-    assert "multiclass" in tasks
-    np.testing.assert_allclose(_jax(fn, y, raw, w), _multiclass_oracles()[name](y, raw, w),
-                               rtol=RTOL, atol=ATOL)
+    assert task in tasks
+    np.testing.assert_allclose(_jax(fn, y, raw, w), oracles()[name](y, raw, w), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")
