@@ -1,22 +1,25 @@
-"""Permutation importance, re-evaluating only the trees that split on the permuted feature.
+"""Permutation importance from per-row step functions: a lookup per feature and repeat.
 
 sklearn's definition (Breiman 2001; ``sklearn.inspection.permutation_importance``, seed 004):
 the importance of a feature in repeat ``r`` is the baseline score minus the score after the
 feature's column has been shuffled across rows. sklearn predicts the whole model again for
-every (feature, repeat). Here each row's leaves are computed once, and so are the leaves of the
-row whose values it receives in repeat ``r`` (one row permutation per repeat, shared by all
-features as in sklearn). Permuting feature ``f`` only changes the bits of the depths that split
-on ``f``, so for a tree ``t`` that uses ``f``, with ``mask_f[t]`` those depths' bits,
+every (feature, repeat): ``F * R * T`` tree evaluations per row.
 
-    new_leaf[t] = (leaf[t] & ~mask_f[t]) | (moved_leaf[t] & mask_f[t])
+Here permuting column ``f`` only moves ``f``'s bin ``b``, and with the row's other columns
+fixed the prediction is a step function of ``b``. In a tree whose splits on ``f`` are at
+depths with thresholds ``th``, bit ``d`` of the leaf is ``b > th_d``, so as ``b`` grows past
+each threshold the leaf moves one bit pattern up and the tree's value changes by an increment
+``inc`` that depends only on the row's other bits (a per-split table over the row's leaf).
+Sorted by threshold over all trees that use ``f``, the increments' running sum ``F_f(b)`` is
+the prediction at bin ``b`` minus the one at bin 0, so
 
-and the prediction changes only through those trees:
-``raw_f = raw + scale * sum_{t uses f} (leaf_values[t, new_leaf[t]] - leaf_values[t, leaf[t]])``.
-The work is ``sum_f #trees(f)`` (group, tree) pairs per row and repeat instead of ``F * T`` tree
-evaluations. Pairs are laid out in fixed-size chunks of one group each, so all groups and
-repeats run as one vectorized kernel; a pair whose tree splits on ``f`` at one depth only (most
-of them) can only keep its leaf or flip one bit, so its change of value on a flip is gathered
-once per row (from a per-tree [leaf, depth] table) and a repeat only selects it.
+    raw with f permuted = raw + scale * (F_f(b received) - F_f(b own)).
+
+Per row, one increment per split (``T * D`` gathers, the cost of ``D`` predictions) and one scan
+give every running sum; each (feature, repeat) is then two lookups instead of ``T`` tree
+evaluations. A feature group permutes several columns at once: a tree that splits on only one
+of them is a step function of that column as above; a tree that splits on several (only with
+``feature_groups``) gathers the value of its new leaf in each repeat.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from sklearn.utils import Bunch
 from jaximp._batching import map_rows, resolve_devices, row_blocks
 from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import (
-    bin_dtype,
     gather_leaf_values,
     leaf_dtype,
     quantize,
@@ -47,98 +49,176 @@ from jaximp._metrics import (
 )
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 
-_CHUNK = 32  # flip (group, tree) pairs summed together before the per-group sum
-_OTHER_CHUNK = 8  # the same for other pairs, fewer per group: less padding
-_CPU_BLOCK = 256  # rows per fused block on CPU: the per-pair tables of one block stay in cache
+_CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
+_OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
+_CPU_BLOCK = 256  # rows per fused block on CPU: its running sums stay in the last-level cache
 _CPU_BATCH = 4096  # rows per device step on CPU: little padding, few compiled shapes
-_ACCELERATOR_BYTES = 1 << 31  # rough bound on a step's per-pair intermediates elsewhere
+_ACCELERATOR_BYTES = 1 << 31  # rough bound on a step's per-slot intermediates elsewhere
 
 
 class _Plan(NamedTuple):
-    """The (group, tree) pairs, in chunks of ``C`` pairs of one group each.
+    """Where each group's permutation can change each tree, laid out for the kernel.
 
-    A "flip" pair's tree splits on the group at a single depth (most pairs): permuting can
-    only keep its leaf or flip that bit, and the bit flips exactly when the split's threshold
-    lies between the row's own bin and the bin it receives, ``low <= threshold < high``. Flip
-    pairs are chunked per (group, feature), so a repeat fetches one row of received bins per
-    chunk; each pair's change of value on a flip is gathered once per row, and a repeat sums
-    the flipped ones. The "other" pairs (several depths on the group) gather the value of
-    their new leaf in each repeat. Other pairs come in smaller chunks (fewer per group).
+    Slots are the splits of the (group, tree) pairs whose splits on the group read one column
+    (every pair, without ``feature_groups``). A segment is a (group, column); its slots are
+    sorted by (threshold, depth), so that ``F(b)``, the sum of the increments of the slots with
+    threshold ``< b``, is a running sum up to a slot. Slot ``s``'s increment, for the row's
+    leaf ``l`` in its tree, is ``v[(l & keep_s) | above_s] - v[(l & keep_s) | below_s]``: its
+    tree's value once the bin has passed the split, minus just before (``keep_s``: the tree's
+    bits not on the column; ``above_s``/``below_s``: its bits on the column at splits up to /
+    before ``s`` in the order). Tied thresholds telescope, so each tree counts once.
 
-    flip_split: ``i32[Q1, C]`` the split ``tree * D + depth`` of each flip pair (``T * D``,
-        in an all-zero tree, on padding).
-    flip_feature: ``i32[Q1]`` the column every split of the chunk reads.
-    flip_threshold: ``[Q1, C]`` each flip pair's split ``bin(x[feature]) > threshold`` (the
-        number of borders, never between two bins, on padding), in the bins' dtype.
-    tree: ``i32[Q2, C2]`` tree of each other pair. keep: ``[Q2, C2]`` its bits not on the group.
-    split_feature, split_threshold, split_bit: ``[Q2, C2, M]`` the other pair's splits on the
-        group (M the most any pair has; padding never true, bit 0).
-    chunks: ``i32[G, M]`` each group's chunks among the ``Q1 + Q2`` (``Q1 + Q2`` = a zero chunk).
+    Slot 0 is padding, then all segments one after the other, padded at the end to ``Q``
+    chunks of ``C``. Slot ``p`` is place ``p % C`` of chunk ``p // C``, stored ``[C, Q]``, so
+    that one scan over the ``C`` places computes every chunk's running sums at once. Segment
+    ``k`` starts after its anchor slot ``a_k``; its running sum at slot ``p`` is the chunk's
+    sum up to ``p``, plus the totals of the chunks from ``a_k``'s up to ``p``'s, minus the
+    chunk's sum up to ``a_k``.
+
+    slot_tree: ``i32[C, Q]`` the tree of each slot (``T``, an all-zero tree, on padding).
+    slot_keep, slot_above, slot_below: ``i32[C, Q]`` the slot's leaf bits (see above).
+    seg_feature: ``i32[S]`` the column each segment reads.
+    seg_anchor: ``i32[S]`` its anchor slot, as a row ``c * Q + q`` of the ``[C, Q]`` layout.
+    seg_slot: ``i32[S, B + 1]`` for each bin ``b``, the slot (row ``c * Q + q``) whose running
+        sum is ``F(b)``: the anchor plus the number of the segment's thresholds ``< b``.
+    seg_rank: ``i32[S, B + 1]`` ``k * Kmax +`` that slot's chunk minus the anchor's chunk.
+    seg_chunks: ``i32[S, Kmax]`` the chunks from the anchor's on (``Q``, all zero, past the
+        segment's last).
+
+    Pairs whose splits on the group read several of its columns ("other" pairs, only with
+    ``feature_groups``) gather the value of their new leaf in each repeat, in chunks of one group:
+    tree ``i32[Q2, C2]`` (``T`` on padding), keep ``[Q2, C2]`` the bits not on the group, and
+    split_feature, split_threshold, split_bit ``[Q2, C2, M]`` its splits on the group (padding
+    never true, bit 0). Q2 is 0 without such pairs.
+
+    groups: ``i32[G, M]`` each group's segments and other chunks among the ``S + Q2`` (``S + Q2``:
+        nothing).
     """
 
-    flip_split: Array
-    flip_feature: Array
-    flip_threshold: Array
+    slot_tree: Array
+    slot_keep: Array
+    slot_above: Array
+    slot_below: Array
+    seg_feature: Array
+    seg_anchor: Array
+    seg_slot: Array
+    seg_rank: Array
+    seg_chunks: Array
     tree: Array
     keep: Array
     split_feature: Array
     split_threshold: Array
     split_bit: Array
-    chunks: Array
+    groups: Array
 
 
 def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
-    """The (group, tree) pairs of every tree that splits on a group, chunk-padded per group."""
-    n_groups, n_features = len(groups), ens.n_features
-    features, bins = np.asarray(ens.split_features), np.asarray(ens.split_bins)
-    member = np.zeros((n_groups, n_features), bool)
-    for g, columns in enumerate(groups):
-        member[g, columns] = True
-    on = member[:, features] & np.asarray(ens.split_mask)  # [G, T, D]: the splits on each group
-    count = on.sum(axis=2)
+    """The segments' slots, the other pairs, and each group's share of both."""
+    n_groups, n_features, n_trees = len(groups), ens.n_features, ens.n_trees
+    g, t, d, f = _splits_on_groups(ens, groups)  # [N] each: every split on a column of a group
+    threshold = np.asarray(ens.split_bins)[t, d]
+    pair = np.cumsum(np.diff(g * n_trees + t, prepend=-1) != 0) - 1  # [N] its (group, tree) pair
+    starts = np.searchsorted(pair, np.arange(pair[-1] + 1 if len(pair) else 0))  # [P] first split
+    pair_bits = _per_pair(np.bitwise_or, 1 << d, starts)
+    single = _per_pair(np.minimum, f, starts) == _per_pair(np.maximum, f, starts)  # reads one column
+    # [P, D] each pair's splits: (threshold, depth) order (-1: none) and bit
+    order_key = threshold * ens.depth + d  # ties of threshold pass in depth order
+    at = (pair, np.arange(len(pair)) - starts[pair])
+    pair_keys = np.full((len(starts), ens.depth), -1)
+    pair_keys[at] = order_key
+    pair_split_bits = np.zeros((len(starts), ens.depth), np.int64)
+    pair_split_bits[at] = 1 << d
 
-    flip_group, flip_tree = np.nonzero(count == 1)
-    depth = np.argmax(on[flip_group, flip_tree], axis=1)
-    flip_feature = features[flip_tree, depth]
-    order = np.lexsort((flip_feature, flip_group))  # slots (group, feature), trees ascending
-    flip_group, flip_tree, depth, flip_feature = flip_group[order], flip_tree[order], depth[order], flip_feature[order]
-    other_group, other_tree = np.nonzero(count > 1)
-    slots, other_slots = flip_group * n_features + flip_feature, other_group
-    chunk = _chunk_size(slots, _CHUNK)
+    # slots: the splits of single-column pairs by (segment, threshold), after one padding slot
+    key = g * n_features + f  # the segment: (group, column)
+    s = np.flatnonzero(single[pair])
+    s = s[np.lexsort((t[s], order_key[s], key[s]))]
+    key, threshold, slot_pair, own = key[s], threshold[s], pair[s], order_key[s, None]
+    # the slot's tree's bits on its column once the bin has passed the slot's split, and just before
+    others, split_bits = pair_keys[slot_pair], pair_split_bits[slot_pair]
+    above = np.sum(np.where((others >= 0) & (others <= own), split_bits, 0), axis=1)
+    below = np.sum(np.where((others >= 0) & (others < own), split_bits, 0), axis=1)
+    keep = (ens.n_leaves - 1) & ~pair_bits[slot_pair]
+    chunk = _chunk_size(len(key) + 1, _CHUNK)
+    n_q = -(-(len(key) + 1) // chunk)
+    slot = np.arange(1, len(key) + 1)
+    slot_tree = _scatter(slot, t[s], n_q * chunk, n_trees)
+    slot_keep, slot_above, slot_below = (_scatter(slot, a, n_q * chunk, 0) for a in (keep, above, below))
 
-    flip_slot, at = _chunk_layout(slots, chunk)  # [Q1] slot of each chunk (-1: padding), [P1]
-    split = _scatter(at, flip_tree * ens.depth + depth, len(flip_slot) * chunk, ens.n_trees * ens.depth)
-    split = split.reshape(-1, chunk)
-    threshold = _scatter(at, bins[flip_tree, depth], split.size, ens.borders.shape[1]).reshape(split.shape)
-    chunk = _chunk_size(other_slots, _OTHER_CHUNK)
-    chunk_group, at = _chunk_layout(other_slots, chunk)
-    other = _scatter(at, other_tree, len(chunk_group) * chunk, ens.n_trees).reshape(-1, chunk)
-    mask = np.sum(on[other_group, other_tree] << np.arange(ens.depth), axis=1)
-    keep = _scatter(at, (ens.n_leaves - 1) & ~mask, other.size, ens.n_leaves - 1).reshape(other.shape)
+    def places(a):  # [Q * C] by slot -> [C, Q]
+        return jnp.asarray(a.reshape(n_q, chunk).T, jnp.int32)
 
-    # each group's chunks, flip then other, padded with the index of an all-zero chunk
-    group_of = np.concatenate([np.where(flip_slot < 0, -1, flip_slot // n_features), chunk_group])
-    ids = np.flatnonzero(group_of >= 0)
-    ids = ids[np.argsort(group_of[ids], kind="stable")]
-    rank = np.arange(len(ids)) - np.searchsorted(group_of[ids], group_of[ids])
-    index = np.full((n_groups, max(1, int(rank.max(initial=0)) + 1)), len(group_of), np.int32)
-    index[group_of[ids], rank] = ids
+    def flat(p):  # slot p -> its row c * Q + q in the running sums
+        return (p % chunk) * n_q + p // chunk
 
-    split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~keep)
+    # segment k holds slots first + 1 .. first + count (slot 0 is padding); its anchor is the
+    # slot before, and F(b) the running sum from there to anchor + #{thresholds < b}
+    segments, first, count = np.unique(key, return_index=True, return_counts=True)
+    if not len(segments):  # one segment of no slots, in no group, so that no table is empty
+        segments, first, count = np.array([-1]), np.zeros(1, int), np.zeros(1, int)
+    anchor = first
+    n_bins = ens.borders.shape[1] + 1
+    rank = np.searchsorted(key * n_bins + threshold, (segments * n_bins)[:, None] + np.arange(n_bins))
+    query = anchor[:, None] + rank - first[:, None]  # [S, B + 1]
+    span = (anchor + count) // chunk - anchor // chunk + 1  # chunks from the anchor's to the last slot's
+    most = int(span.max(initial=1))
+    seg = np.arange(len(segments))[:, None]
+    seg_chunks = np.where(np.arange(most) < span[:, None], anchor[:, None] // chunk + np.arange(most), n_q)
+
+    # the other pairs: several columns of the group
+    other_g, other_t, mask = g[starts[~single]], t[starts[~single]], pair_bits[~single]
+    other_chunk = _chunk_size(_run_lengths(other_g).max(initial=1), _OTHER_CHUNK)
+    chunk_group, at = _chunk_layout(other_g, other_chunk)
+    other = _scatter(at, other_t, len(chunk_group) * other_chunk, n_trees).reshape(-1, other_chunk)
+    other_keep = _scatter(at, (ens.n_leaves - 1) & ~mask, other.size, ens.n_leaves - 1).reshape(other.shape)
+    split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~other_keep)
+    if not len(other_g):  # no other pairs: no chunks at all
+        chunk_group, other, other_keep = chunk_group[:0], other[:0], other_keep[:0]
+        split_feature, split_threshold, split_bit = split_feature[:0], split_threshold[:0], split_bit[:0]
+
+    # each group's segments, then its other chunks, padded with the index of nothing
+    owner = np.concatenate([np.where(segments < 0, -1, segments // n_features), chunk_group])
+    ids = np.flatnonzero(owner >= 0)
+    ids = ids[np.argsort(owner[ids], kind="stable")]
+    where = np.arange(len(ids)) - np.searchsorted(owner[ids], owner[ids])
+    index = np.full((n_groups, max(1, int(where.max(initial=0)) + 1)), len(owner), np.int32)
+    index[owner[ids], where] = ids
     return _Plan(
-        flip_split=jnp.asarray(split, jnp.int32),
-        flip_feature=jnp.asarray(np.maximum(flip_slot, 0) % n_features, jnp.int32),
-        flip_threshold=jnp.asarray(threshold.astype(bin_dtype(ens))),
-        tree=jnp.asarray(other, jnp.int32), keep=jnp.asarray(keep.astype(leaf_dtype(ens))),
+        slot_tree=places(slot_tree), slot_keep=places(slot_keep), slot_above=places(slot_above),
+        slot_below=places(slot_below), seg_feature=jnp.asarray(np.maximum(segments, 0) % n_features, jnp.int32),
+        seg_anchor=jnp.asarray(flat(anchor), jnp.int32), seg_slot=jnp.asarray(flat(query), jnp.int32),
+        seg_rank=jnp.asarray(seg * most + query // chunk - anchor[:, None] // chunk, jnp.int32),
+        seg_chunks=jnp.asarray(seg_chunks, jnp.int32),
+        tree=jnp.asarray(other, jnp.int32), keep=jnp.asarray(other_keep.astype(leaf_dtype(ens))),
         split_feature=jnp.asarray(split_feature), split_threshold=jnp.asarray(split_threshold),
-        split_bit=jnp.asarray(split_bit.astype(leaf_dtype(ens))), chunks=jnp.asarray(index),
+        split_bit=jnp.asarray(split_bit.astype(leaf_dtype(ens))), groups=jnp.asarray(index),
     )
 
 
-def _chunk_size(keys: np.ndarray, most: int) -> int:
-    """The power of two up to ``most`` that holds the longest run of ``keys``."""
-    longest = int(_run_lengths(keys).max(initial=1))
-    return min(most, 1 << max(0, longest - 1).bit_length())
+def _per_pair(op: np.ufunc, a: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``op`` over each pair's run of ``a`` (runs begin at ``starts``)."""
+    return op.reduceat(a, starts) if len(starts) else a[:0]
+
+
+def _splits_on_groups(ens: ObliviousEnsemble, groups: list[np.ndarray]):
+    """``(group, tree, depth, column)`` of every split on a column of a group, sorted by
+    (group, tree, depth): ``sum_g splits on g's columns`` entries, never ``G x T x D``."""
+    split_tree, split_depth = np.nonzero(np.asarray(ens.split_mask))
+    split_feature = np.asarray(ens.split_features)[split_tree, split_depth]
+    by_feature = np.argsort(split_feature, kind="stable")
+    first = np.searchsorted(split_feature[by_feature], np.arange(ens.n_features + 1))
+    member_group = np.repeat(np.arange(len(groups)), [len(c) for c in groups])
+    member_feature = np.concatenate(groups)
+    count = first[member_feature + 1] - first[member_feature]
+    at = np.repeat(first[member_feature] - np.r_[0, np.cumsum(count)[:-1]], count) + np.arange(count.sum())
+    g, t, d = np.repeat(member_group, count), split_tree[by_feature[at]], split_depth[by_feature[at]]
+    order = np.lexsort((d, t, g))
+    return g[order], t[order], d[order], split_feature[by_feature[at]][order]
+
+
+def _chunk_size(longest: int, most: int) -> int:
+    """The power of two up to ``most`` that holds ``longest`` items."""
+    return min(most, 1 << max(0, int(longest) - 1).bit_length())
 
 
 def _run_lengths(keys: np.ndarray) -> np.ndarray:
@@ -203,50 +283,71 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
     """
     ens, plan = params
     k, n_leaves = ens.n_outputs, ens.n_leaves
-    # leaf values as one flat [K, (T + 1) L] table: tree T, all zeros, serves padded pairs;
-    # outputs lead every per-pair array, so that rows are the minor, vectorized axis
+    chunk, n_q = plan.slot_tree.shape
+    n_segments, most = plan.seg_chunks.shape
+    # leaf values as one flat [K, (T + 1) L] table: tree T, all zeros, serves padding;
+    # outputs lead every per-slot array, so that rows are the minor, vectorized axis
     table = jnp.concatenate([ens.leaf_values, jnp.zeros_like(ens.leaf_values[:1])]).reshape(-1, k).T
 
-    def values(tree, leaves):  # [Q, C], [Q, C, n] -> [K, Q, C, n]
-        return table[:, tree[..., None] * n_leaves + leaves.astype(jnp.int32)]
+    # each slot's increment for every leaf of its tree: [K, C Q L], slot c * Q + q at row (c Q + q) L
+    leaf = jnp.arange(n_leaves, dtype=jnp.int32)
+    kept = plan.slot_keep[..., None] & leaf
+    base = plan.slot_tree[..., None] * n_leaves
+    increments = (table[:, base + (kept | plan.slot_above[..., None])]
+                  - table[:, base + (kept | plan.slot_below[..., None])]).reshape(k, -1)
+    slot_base = jnp.arange(chunk * n_q, dtype=jnp.int32).reshape(chunk, n_q) * n_leaves
+    output = jnp.arange(k, dtype=jnp.int32)[:, None, None]
+    earlier = jnp.triu(jnp.ones((most, most), table.dtype), 1)  # [j, m]: chunk j comes before chunk m
 
     def leaves_of(bins):  # [F, n] -> [T + 1, n]; rows minor so that gathers move whole rows
         leaves = tree_leaves_from_bins(ens, bins)
         return jnp.concatenate([leaves, jnp.zeros_like(leaves[:1])])
 
-    # per tree, leaf and depth, the change of value when the depth's bit flips: [(T + 1) L, D, K];
-    # a row's changes in a tree are one contiguous [D, K] slice
-    leaf_values = table.T.reshape(-1, n_leaves, k)
-    neighbour = jnp.arange(n_leaves)[:, None] ^ (1 << jnp.arange(ens.depth))[None, :]  # [L, D]
-    flip_table = (leaf_values[:, neighbour] - leaf_values[:, :, None]).reshape(-1, ens.depth, k)
-    tree_offset = (jnp.arange(ens.n_trees + 1, dtype=jnp.int32) * n_leaves)[:, None]
-    threshold = plan.flip_threshold[..., None]  # [Q1, C, 1]
-    keep = plan.keep[..., None]
-
     def one_block(block_rows):  # bins [F, b], permuted [R, F, b]
         bins, permuted = block_rows
         leaves = leaves_of(bins)
+        n = leaves.shape[1]
         raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves[:-1]) + ens.bias  # [n, K]
-        changes = flip_table[tree_offset + leaves.astype(jnp.int32)]  # [T + 1, n, D, K]
-        changes = changes.transpose(3, 0, 2, 1).reshape(k, -1, leaves.shape[1])  # [K, (T + 1) D, n]
-        flipped = changes[:, plan.flip_split]  # [K, Q1, C, n]
-        own = bins[plan.flip_feature][:, None]  # [Q1, 1, n]
-        old = leaves[plan.tree]  # [Q2, C, n]
-        base = _sum_pairs(values(plan.tree, old))  # [K, Q2, n]
+
+        def place(running, slots):  # one place of every chunk: [K, Q, n] running sums
+            start, tree = slots
+            running = running + increments[:, start[:, None] + leaves[tree].astype(jnp.int32)]
+            return running, running  # inclusive: the carry is the output, no copy
+
+        total, running = jax.lax.scan(place, jnp.zeros((k, n_q, n)), (slot_base, plan.slot_tree))
+        running = running.reshape(-1, n)  # [C K Q, n]: sums inside each chunk up to each place
+
+        def rows_of(slot):  # flat slots c * Q + q -> their rows in running, per output: [K, ...]
+            return (slot // n_q) * (k * n_q) + output * n_q + slot % n_q
+
+        # per segment, the sum of the chunks before each of its chunks, from its anchor on: [K S Kmax, n]
+        totals = jnp.concatenate([total, jnp.zeros_like(total[:, :1])], axis=1)[:, plan.seg_chunks]
+        at_anchor = running[rows_of(plan.seg_anchor)[:, 0]]  # [K, S, n]
+        before = jnp.einsum("ksjn,jm->ksmn", totals, earlier)  # a small matmul: cumsum is slow on CPU
+        offsets = (before - at_anchor[:, :, None]).reshape(-1, n)
+
+        def step_sums(b):  # [S, n] bins of each segment's column -> [K, S, n] F(b)
+            b = b.astype(jnp.int32)
+            slot = jnp.take_along_axis(plan.seg_slot, b, axis=1)
+            rank = jnp.take_along_axis(plan.seg_rank, b, axis=1)
+            inside = jnp.take_along_axis(running, rows_of(slot).reshape(-1, n), axis=0)
+            before = jnp.take_along_axis(offsets, (output * (n_segments * most) + rank).reshape(-1, n), axis=0)
+            return (inside + before).reshape(k, n_segments, n)
+
+        own = step_sums(bins[plan.seg_feature])
+        if plan.tree.shape[0]:
+            old = leaves[plan.tree]  # [Q2, C2, n]
+            old_values = _sum_pairs(table[:, plan.tree[..., None] * n_leaves + old.astype(jnp.int32)])
 
         def one_repeat(pbins):  # [F, n]: the bins of the rows whose values the block receives
-            # A pair's new bits are its tree's splits on the group evaluated on those bins: one
-            # compare for a flip pair, M for the others; no tree's leaf is recomputed.
-            received = pbins[plan.flip_feature][:, None]  # [Q1, 1, n]
-            low, high = jnp.minimum(own, received), jnp.maximum(own, received)
-            flips = (threshold >= low) & (threshold < high)  # [Q1, C, n]
-            flip_delta = _sum_pairs(jnp.where(flips, flipped, 0.0))  # [K, Q1, n]
-            hits = pbins[plan.split_feature] > plan.split_threshold[..., None].astype(pbins.dtype)
-            moved = jnp.sum(jnp.where(hits, plan.split_bit[..., None], 0), axis=2, dtype=old.dtype)
-            new = (old & keep) | moved  # [Q2, C, n]
-            other_delta = _sum_pairs(values(plan.tree, new)) - base  # [K, Q2, n]
-            zero = jnp.zeros_like(flip_delta[:, :1])  # the chunk of padded chunk indices
-            delta = jnp.concatenate([flip_delta, other_delta, zero], axis=1)[:, plan.chunks]  # [K, G, M, n]
+            deltas = [step_sums(pbins[plan.seg_feature]) - own]  # [K, S, n]
+            if plan.tree.shape[0]:  # new bits of the other pairs: their splits on the received bins
+                hits = pbins[plan.split_feature] > plan.split_threshold[..., None].astype(pbins.dtype)
+                moved = jnp.sum(jnp.where(hits, plan.split_bit[..., None], 0), axis=2, dtype=old.dtype)
+                new = ((old & plan.keep[..., None]) | moved).astype(jnp.int32)  # [Q2, C2, n]
+                deltas.append(_sum_pairs(table[:, plan.tree[..., None] * n_leaves + new]) - old_values)
+            deltas.append(jnp.zeros_like(deltas[0][:, :1]))  # nothing: the padding of groups
+            delta = jnp.concatenate(deltas, axis=1)[:, plan.groups]  # [K, G, M, n]
             return raw.T[:, None] + ens.scale * jnp.sum(delta, axis=2)  # [K, G, n]
 
         return raw, jax.lax.map(one_repeat, permuted)  # [b, K], [R, K, G, b]
@@ -383,7 +484,7 @@ def _default_batch(platform: str, plan: _Plan, n_outputs: int, repeats: int) -> 
     """Rows per step: small on CPU (little padding); elsewhere as many as ~2 GiB of pair tables allow."""
     if platform == "cpu":
         return _CPU_BATCH
-    pairs = plan.flip_split.size + plan.tree.size + plan.chunks.size * repeats
+    pairs = plan.slot_tree.size + plan.seg_chunks.size + plan.tree.size + plan.groups.size * repeats
     rows = _ACCELERATOR_BYTES // (16 * max(1, pairs) * n_outputs)
     return 1 << int(np.clip(np.log2(max(rows, 1)), 10, 18))
 

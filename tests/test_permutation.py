@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import sklearn.metrics as skm
-from conftest import KINDS, make_data, summed, train
+from conftest import KINDS, make_data, random_ensemble, summed, train
 from scipy.special import expit, softmax
 from sklearn.inspection import permutation_importance as sklearn_permutation_importance
 
@@ -88,6 +88,25 @@ def test_tree_shapes_match_brute_force(model_data):
     got = permutation_importance(ens, X, y, n_repeats=2, random_state=5, feature_groups=groups)
     draws = _row_draws(as_key(5, "test"), 2, len(X), len(X))
     want = _brute_force(model, X, _eval_metric_score(model, kind, y, None), draws, groups)
+    np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repeated_splits_match_brute_force(seed):
+    # hand-made trees that split on one feature at several depths, often at the same border
+    # twice, with padded depths and two outputs; the oracle predicts each permuted copy of X
+    ens = random_ensemble(seed, depths=(6, 5, 1, 6, 3, 0), n_outputs=2)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(150, ens.n_features)).astype(np.float32)
+    y = rng.normal(size=(150, 2))
+    groups = [[f] for f in range(ens.n_features)] + [[0, 1], [2, 3, 0]]
+    got = permutation_importance(ens, X, y, scoring="neg_mean_squared_error", n_repeats=3, random_state=seed,
+                                 feature_groups=groups)
+
+    def score(rows, X):
+        return -skm.mean_squared_error(y[rows], np.asarray(ens.predict(X), np.float64))
+
+    want = _brute_force(None, X, score, _row_draws(as_key(seed, "test"), 3, len(X), len(X)), groups)
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
 
 

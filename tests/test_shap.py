@@ -21,10 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import shap
-from conftest import KINDS, make_data, summed, train
+from conftest import KINDS, make_data, random_ensemble, summed, train
 
 import jaximp
-from jaximp._model import ObliviousEnsemble
 from jaximp._shap import Explainer, expected_value, shap_interaction_values, shap_values
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -38,40 +37,6 @@ def assert_close(got, expected):
 
 
 # Brute force, from the definitions ---------------------------------------------------------
-
-
-def random_ensemble(seed, depths, n_features=4, n_outputs=1, scale=1.0):
-    """An ObliviousEnsemble with features repeated within trees and zero-weight leaves (some with
-    non-zero values), trees of the given depths padded to the deepest."""
-    rng = np.random.default_rng(seed)
-    depth, n_trees = max(depths), len(depths)
-    grid = np.round(np.linspace(-1.5, 1.5, 7), 2).astype(np.float32)
-    features = np.zeros((n_trees, depth), np.int32)
-    borders = np.full((n_trees, depth), np.inf, np.float32)
-    mask = np.zeros((n_trees, depth), bool)
-    values = np.zeros((n_trees, 1 << depth, n_outputs), np.float32)
-    weights = np.zeros((n_trees, 1 << depth), np.float32)
-    for t, d in enumerate(depths):
-        features[t, :d] = rng.integers(0, n_features, d)  # repeats are likely
-        borders[t, :d] = rng.choice(grid, d)
-        mask[t, :d] = True
-        values[t, : 1 << d] = rng.normal(size=((1 << d), n_outputs))
-        w = rng.integers(1, 20, 1 << d).astype(np.float32)
-        w[rng.random(1 << d) < 0.3] = 0.0
-        if d >= 2 and t % 2 == 0:
-            w[: 1 << (d - 1)] = 0.0  # a whole zero-weight subtree under the root
-        weights[t, : 1 << d] = w
-    table = np.full((n_features, grid.size), np.inf, np.float32)
-    table[:, :] = grid
-    bins = np.where(mask, np.searchsorted(grid, borders), grid.size).astype(np.int32)
-    return ObliviousEnsemble(
-        split_features=jnp.asarray(features), split_borders=jnp.asarray(borders),
-        split_bins=jnp.asarray(bins), split_mask=jnp.asarray(mask), borders=jnp.asarray(table),
-        leaf_values=jnp.asarray(values), leaf_weights=jnp.asarray(weights),
-        scale=jnp.asarray(scale, jnp.float32), bias=jnp.asarray(rng.normal(size=n_outputs), jnp.float32),
-        n_features=n_features, feature_names=tuple(str(i) for i in range(n_features)),
-        nan_modes=("Min",) * n_features,
-    )
 
 
 def brute_force(ens, x, method, background=None):
