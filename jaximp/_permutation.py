@@ -78,9 +78,10 @@ class _Plan(NamedTuple):
     slot_tree: ``i32[C, Q]`` the tree of each slot (``T``, an all-zero tree, on padding).
     slot_keep, slot_above, slot_below: ``i32[C, Q]`` the slot's leaf bits (see above).
     seg_feature: ``i32[S]`` the column each segment reads.
-    seg_anchor: ``i32[S]`` its anchor slot, as a row ``c * Q + q`` of the ``[C, Q]`` layout.
-    seg_slot: ``i32[S, B + 1]`` for each bin ``b``, the slot (row ``c * Q + q``) whose running
-        sum is ``F(b)``: the anchor plus the number of the segment's thresholds ``< b``.
+    seg_anchor: ``i32[S]`` its anchor slot, as the row ``c * K Q + q`` of the running sums
+        ``[C, K, Q]`` of output 0 (output ``k``: ``+ k Q``).
+    seg_slot: ``i32[S, B + 1]`` for each bin ``b``, the slot (as a row, the same way) whose
+        running sum is ``F(b)``: the anchor plus the number of the segment's thresholds ``< b``.
     seg_rank: ``i32[S, B + 1]`` ``k * Kmax +`` that slot's chunk minus the anchor's chunk.
     seg_chunks: ``i32[S, Kmax]`` the chunks from the anchor's on (``Q``, all zero, past the
         segment's last).
@@ -146,10 +147,10 @@ def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     slot_keep, slot_above, slot_below = (_scatter(slot, a, n_q * chunk, 0) for a in (keep, above, below))
 
     def places(a):  # [Q * C] by slot -> [C, Q]
-        return jnp.asarray(a.reshape(n_q, chunk).T, jnp.int32)
+        return _i32(a.reshape(n_q, chunk).T)
 
-    def flat(p):  # slot p -> its row c * Q + q in the running sums
-        return (p % chunk) * n_q + p // chunk
+    def flat(p):  # slot p -> its row c * K Q + q in the [C, K, Q] running sums of output 0
+        return (p % chunk) * (ens.n_outputs * n_q) + p // chunk
 
     # segment k holds slots first + 1 .. first + count (slot 0 is padding); its anchor is the
     # slot before, and F(b) the running sum from there to anchor + #{thresholds < b}
@@ -183,16 +184,19 @@ def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     where = np.arange(len(ids)) - np.searchsorted(owner[ids], owner[ids])
     index = np.full((n_groups, max(1, int(where.max(initial=0)) + 1)), len(owner), np.int32)
     index[owner[ids], where] = ids
-    return _Plan(
+    leaf = leaf_dtype(ens)
+    return _Plan(  # NumPy arrays: the kernel's call moves them to the device in one go
         slot_tree=places(slot_tree), slot_keep=places(slot_keep), slot_above=places(slot_above),
-        slot_below=places(slot_below), seg_feature=jnp.asarray(np.maximum(segments, 0) % n_features, jnp.int32),
-        seg_anchor=jnp.asarray(flat(anchor), jnp.int32), seg_slot=jnp.asarray(flat(query), jnp.int32),
-        seg_rank=jnp.asarray(seg * most + query // chunk - anchor[:, None] // chunk, jnp.int32),
-        seg_chunks=jnp.asarray(seg_chunks, jnp.int32),
-        tree=jnp.asarray(other, jnp.int32), keep=jnp.asarray(other_keep.astype(leaf_dtype(ens))),
-        split_feature=jnp.asarray(split_feature), split_threshold=jnp.asarray(split_threshold),
-        split_bit=jnp.asarray(split_bit.astype(leaf_dtype(ens))), groups=jnp.asarray(index),
+        slot_below=places(slot_below), seg_feature=_i32(np.maximum(segments, 0) % n_features),
+        seg_anchor=_i32(flat(anchor)), seg_slot=_i32(flat(query)),
+        seg_rank=_i32(seg * most + query // chunk - anchor[:, None] // chunk), seg_chunks=_i32(seg_chunks),
+        tree=_i32(other), keep=other_keep.astype(leaf), split_feature=split_feature,
+        split_threshold=split_threshold, split_bit=split_bit.astype(leaf), groups=_i32(index),
     )
+
+
+def _i32(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, np.int32)
 
 
 def _per_pair(op: np.ufunc, a: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -317,8 +321,8 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
         total, running = jax.lax.scan(place, jnp.zeros((k, n_q, n)), (slot_base, plan.slot_tree))
         running = running.reshape(-1, n)  # [C K Q, n]: sums inside each chunk up to each place
 
-        def rows_of(slot):  # flat slots c * Q + q -> their rows in running, per output: [K, ...]
-            return (slot // n_q) * (k * n_q) + output * n_q + slot % n_q
+        def rows_of(slot):  # slot rows of output 0 -> of every output: [K, ...]
+            return slot + output * n_q
 
         # per segment, the sum of the chunks before each of its chunks, from its anchor on: [K S Kmax, n]
         totals = jnp.concatenate([total, jnp.zeros_like(total[:, :1])], axis=1)[:, plan.seg_chunks]
@@ -531,13 +535,19 @@ def _row_draws(key: Array, repeats: int, n: int, n_sub: int) -> list[tuple[np.nd
     Repeat ``r`` seeds NumPy's PCG64 with ``fold_in(key, r)``: a shuffle of N rows costs a
     fraction of a millisecond there, against a sort of N random keys in XLA.
     """
+    seeds = np.asarray(_repeat_seeds(key, np.arange(repeats, dtype=np.uint32))).reshape(repeats, -1)
     draws = []
-    for r in range(repeats):  # R draws of index vectors; all row work is vectorized
-        seed = np.asarray(jax.random.key_data(jax.random.fold_in(key, r))).ravel().tolist()
+    for seed in seeds.tolist():  # R draws of index vectors; all row work is vectorized
         rng = np.random.default_rng(seed)
         rows = np.arange(n) if n_sub == n else np.sort(rng.choice(n, n_sub, replace=False))
         draws.append((rows, rows[rng.permutation(n_sub)]))
     return draws
+
+
+@jax.jit
+def _repeat_seeds(key: Array, repeats: Array) -> Array:
+    """``u32[R, ...]``: the data of ``fold_in(key, r)`` for each repeat, in one dispatch."""
+    return jax.random.key_data(jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, repeats))
 
 
 def as_key(random_state: Any, fn_name: str) -> Array:
