@@ -176,7 +176,7 @@ def shap_workloads(model, ens, quick: bool) -> list[Workload]:
         import pandas as pd
         from woodelf import WoodelfExplainer
     except ImportError:
-        print("woodelf-explainer not installed: skipping the WOODELF rows")
+        print("woodelf-explainer not installed (pip install -e '.[bench]'): skipping the WOODELF rows")
     else:
         def woodelf(X, background):
             explainer = WoodelfExplainer(model, pd.DataFrame(background), feature_perturbation="interventional")
