@@ -81,15 +81,25 @@ def binary_roc_auc(y: Array, score: Array, w: Array) -> Array:
     """Weighted ROC AUC of ``score: f32[n]`` for labels ``y`` in {0, 1}, ties counting 1/2.
 
     ``sum_i w_i [y_i = 1] (W-(score < s_i) + W-(score = s_i) / 2) / (W+ W-)``, the
-    Mann-Whitney form of the trapezoidal area under sklearn's ``roc_curve``.
+    Mann-Whitney form of the trapezoidal area under sklearn's ``roc_curve``. Only the scores
+    are sorted, as int32 keys (XLA's CPU sort is several times slower on floats, and again
+    with a payload): each score's tie group is the first place of its key among the sorted
+    keys, where the group's negative weight is added up.
     """
-    order = jnp.argsort(score)
-    s, pos, neg = score[order], (y * w)[order], ((1.0 - y) * w)[order]
-    below = jnp.concatenate([jnp.zeros(1, neg.dtype), jnp.cumsum(neg)])
-    lo = jnp.searchsorted(s, s, side="left")
-    hi = jnp.searchsorted(s, s, side="right")
-    credit = below[lo] + 0.5 * (below[hi] - below[lo])
+    pos, neg = y * w, (1.0 - y) * w
+    key = _sort_key(score)
+    group = jnp.searchsorted(jnp.sort(key), key, side="left")  # [n] first place of the score's ties
+    tied = jnp.zeros_like(neg).at[group].add(neg)  # negative weight of each tie group
+    below = jnp.cumsum(tied) - tied  # negative weight of the lower scores
+    credit = below[group] + 0.5 * tied[group]
     return jnp.sum(pos * credit) / (jnp.sum(pos) * jnp.sum(neg))
+
+
+def _sort_key(x: Array) -> Array:
+    """``i32`` keys in the order of the ``f32`` values ``x`` (-0.0 and 0.0 equal)."""
+    x = x.astype(jnp.float32)
+    bits = jax.lax.bitcast_convert_type(jnp.where(x == 0, 0.0, x), jnp.int32)  # -0.0 as 0.0
+    return jnp.where(bits < 0, bits ^ jnp.int32(0x7FFFFFFF), bits)
 
 
 def _class_scores(raw: Array) -> Array:
@@ -119,30 +129,29 @@ def _n_classes(raw: Array) -> int:
 
 def mean_squared_error(y, raw, w):
     """``sklearn.metrics.mean_squared_error``."""
-    return jnp.mean(_weighted_mean(_columns(raw - y) ** 2, w))
+    return jnp.mean(_weighted_mean((raw - y) ** 2, w))
 
 
 def root_mean_squared_error(y, raw, w):
     """``sklearn.metrics.root_mean_squared_error``: the mean over outputs of per-output RMSE."""
-    return jnp.mean(jnp.sqrt(_weighted_mean(_columns(raw - y) ** 2, w)))
+    return jnp.mean(jnp.sqrt(_weighted_mean((raw - y) ** 2, w)))
 
 
 def mean_absolute_error(y, raw, w):
     """``sklearn.metrics.mean_absolute_error``."""
-    return jnp.mean(_weighted_mean(jnp.abs(_columns(raw - y)), w))
+    return jnp.mean(_weighted_mean(jnp.abs(raw - y), w))
 
 
 def r2(y, raw, w):
     """``sklearn.metrics.r2_score``: ``1 - sum w (y - raw)^2 / sum w (y - mean_w y)^2``."""
-    y, raw = _columns(y), _columns(raw)
-    num = _weighted_mean((y - raw) ** 2, w)
+    num = _weighted_mean((y - raw) ** 2, w)  # [] or [K]: scalars for one output (fast on CPU)
     den = _weighted_mean((y - _weighted_mean(y, w)) ** 2, w)
     return jnp.mean(_finite_ratio(num, den))
 
 
 def explained_variance(y, raw, w):
     """``sklearn.metrics.explained_variance_score``: ``1 - var_w(y - raw) / var_w(y)``."""
-    y, err = _columns(y), _columns(y - raw)
+    err = y - raw
     num = _weighted_mean((err - _weighted_mean(err, w)) ** 2, w)
     den = _weighted_mean((y - _weighted_mean(y, w)) ** 2, w)
     return jnp.mean(_finite_ratio(num, den))
