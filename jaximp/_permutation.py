@@ -51,6 +51,7 @@ from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
+_INCREMENT_TABLE = 1 << 24  # most entries of the per-slot increment table (deeper: computed per row)
 _CPU_BLOCK = 256  # rows per fused block on CPU: its running sums stay in the last-level cache
 _CPU_BATCH = 4096  # rows per device step on CPU: little padding, few compiled shapes
 _ACCELERATOR_BYTES = 1 << 31  # rough bound on a step's per-slot intermediates elsewhere
@@ -273,7 +274,7 @@ def _bins_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
     return quantize(ens, x).T
 
 
-def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Array]:
+def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool) -> tuple[Array, Array]:
     """Per row: the raw prediction and the raw prediction with each group permuted.
 
     Args:
@@ -281,6 +282,7 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
         rows: ``(bins [n, F], permuted_bins [n, R, F])``: the bins of the row, and in each
             repeat the bins of the row whose values it receives.
         block: rows per fused block (map_rows's choice). cpu: use small cache-sized blocks.
+        tabulate: look each slot's increment up in a per-leaf table (else: two leaf values).
 
     Returns:
         ``(f32[n, K], f32[n, R, G, K])``.
@@ -293,13 +295,24 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
     # outputs lead every per-slot array, so that rows are the minor, vectorized axis
     table = jnp.concatenate([ens.leaf_values, jnp.zeros_like(ens.leaf_values[:1])]).reshape(-1, k).T
 
-    # each slot's increment for every leaf of its tree: [K, C Q L], slot c * Q + q at row (c Q + q) L
-    leaf = jnp.arange(n_leaves, dtype=jnp.int32)
-    kept = plan.slot_keep[..., None] & leaf
-    base = plan.slot_tree[..., None] * n_leaves
-    increments = (table[:, base + (kept | plan.slot_above[..., None])]
-                  - table[:, base + (kept | plan.slot_below[..., None])]).reshape(k, -1)
-    slot_base = jnp.arange(chunk * n_q, dtype=jnp.int32).reshape(chunk, n_q) * n_leaves
+    # each slot's increment for every leaf of its tree, [K, C Q L] (slot c Q + q at row (c Q + q) L);
+    # for deep trees, where that table is too large, two leaf values per slot and row instead
+    if tabulate:
+        kept = plan.slot_keep[..., None] & jnp.arange(n_leaves, dtype=jnp.int32)
+        base = plan.slot_tree[..., None] * n_leaves
+        increments = (table[:, base + (kept | plan.slot_above[..., None])]
+                      - table[:, base + (kept | plan.slot_below[..., None])]).reshape(k, -1)
+    places = (jnp.arange(chunk * n_q, dtype=jnp.int32).reshape(chunk, n_q) * n_leaves, plan.slot_tree,
+              plan.slot_keep, plan.slot_above, plan.slot_below)  # [C, Q] each
+
+    def increment(slots, leaves):  # one place of every chunk, rows' leaves [T + 1, n] -> [K, Q, n]
+        start, tree, keep, above, below = (a[:, None] for a in slots)
+        leaf = leaves[tree[:, 0]].astype(jnp.int32)  # [Q, n]
+        if tabulate:
+            return increments[:, start + leaf]
+        kept = tree * n_leaves + (leaf & keep)
+        return table[:, kept | above] - table[:, kept | below]  # tree * L has no bits below L
+
     output = jnp.arange(k, dtype=jnp.int32)[:, None, None]
     earlier = jnp.triu(jnp.ones((most, most), table.dtype), 1)  # [j, m]: chunk j comes before chunk m
 
@@ -314,11 +327,10 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool) -> tuple[Array, Arr
         raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves[:-1]) + ens.bias  # [n, K]
 
         def place(running, slots):  # one place of every chunk: [K, Q, n] running sums
-            start, tree = slots
-            running = running + increments[:, start[:, None] + leaves[tree].astype(jnp.int32)]
+            running = running + increment(slots, leaves)
             return running, running  # inclusive: the carry is the output, no copy
 
-        total, running = jax.lax.scan(place, jnp.zeros((k, n_q, n)), (slot_base, plan.slot_tree))
+        total, running = jax.lax.scan(place, jnp.zeros((k, n_q, n)), places)
         running = running.reshape(-1, n)  # [C K Q, n]: sums inside each chunk up to each place
 
         def rows_of(slot):  # slot rows of output 0 -> of every output: [K, ...]
@@ -469,8 +481,9 @@ def permutation_importance(
         rows = (bins, bins[source.T])
     else:  # repeat r scores its own rows: R n_sub rows, one permuted copy each
         rows = (bins[take.reshape(-1)], bins[source.reshape(-1)][:, None, :])
+    tabulate = plan.slot_tree.size * ens.n_leaves * ens.n_outputs <= _INCREMENT_TABLE
     raw, permuted = map_rows(_permuted_kernel, (ens, plan), rows, batch_size=batch_size, devices=devices,
-                             fn_name=fn, cpu=platform == "cpu")
+                             fn_name=fn, cpu=platform == "cpu", tabulate=tabulate)
     shared = n_sub == n
     if shared:  # raw [N, K], permuted [N, R, G, K]
         y_scored, w_scored = targets, weights

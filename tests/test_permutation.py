@@ -91,10 +91,14 @@ def test_tree_shapes_match_brute_force(model_data):
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("tabulated", [True, False])
 @pytest.mark.parametrize("seed", range(4))
-def test_repeated_splits_match_brute_force(seed):
+def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
     # hand-made trees that split on one feature at several depths, often at the same border
-    # twice, with padded depths and two outputs; the oracle predicts each permuted copy of X
+    # twice, with padded depths and two outputs; the oracle predicts each permuted copy of X.
+    # Both ways to get a split's increment: from a per-leaf table, or per row (deep trees)
+    if not tabulated:
+        monkeypatch.setattr(jaximp._permutation, "_INCREMENT_TABLE", 0)
     ens = random_ensemble(seed, depths=(6, 5, 1, 6, 3, 0), n_outputs=2)
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(150, ens.n_features)).astype(np.float32)
