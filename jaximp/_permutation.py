@@ -116,84 +116,107 @@ class _Plan(NamedTuple):
 
 def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     """The segments' slots, the other pairs, and each group's share of both."""
-    n_groups, n_features, n_trees = len(groups), ens.n_features, ens.n_trees
     g, t, d, f = _splits_on_groups(ens, groups)  # [N] each: every split on a column of a group
-    threshold = np.asarray(ens.split_bins)[t, d]
-    pair = np.cumsum(np.diff(g * n_trees + t, prepend=-1) != 0) - 1  # [N] its (group, tree) pair
+    pair = np.cumsum(np.diff(g * ens.n_trees + t, prepend=-1) != 0) - 1  # [N] its (group, tree) pair
     starts = np.searchsorted(pair, np.arange(pair[-1] + 1 if len(pair) else 0))  # [P] first split
     pair_bits = _per_pair(np.bitwise_or, 1 << d, starts)
     single = _per_pair(np.minimum, f, starts) == _per_pair(np.maximum, f, starts)  # reads one column
-    # [P, D] each pair's splits: (threshold, depth) order (-1: none) and bit
-    order_key = threshold * ens.depth + d  # ties of threshold pass in depth order
-    at = (pair, np.arange(len(pair)) - starts[pair])
-    pair_keys = np.full((len(starts), ens.depth), -1)
-    pair_keys[at] = order_key
-    pair_split_bits = np.zeros((len(starts), ens.depth), np.int64)
-    pair_split_bits[at] = 1 << d
 
-    # slots: the splits of single-column pairs by (segment, threshold), after one padding slot
-    key = g * n_features + f  # the segment: (group, column)
-    s = np.flatnonzero(single[pair])
-    s = s[np.lexsort((t[s], order_key[s], key[s]))]
-    key, threshold, slot_pair, own = key[s], threshold[s], pair[s], order_key[s, None]
-    # the slot's tree's bits on its column once the bin has passed the slot's split, and just before
-    others, split_bits = pair_keys[slot_pair], pair_split_bits[slot_pair]
+    on_one = single[pair]
+    slots, key, threshold = _slots(ens, pair[on_one], g[on_one], t[on_one], d[on_one], f[on_one], pair_bits)
+    segments, tables = _segment_tables(ens, key, threshold, *slots["slot_tree"].shape)
+    other_group, other = _other_pairs(ens, g[starts[~single]], t[starts[~single]], pair_bits[~single])
+    owner = np.concatenate([np.where(segments < 0, -1, segments // ens.n_features), other_group])
+    return _Plan(**slots, **tables, **other, groups=_group_index(owner, len(groups)))
+
+
+def _slots(ens: ObliviousEnsemble, pair, g, t, d, f, pair_bits):
+    """The slots of the splits of single-column pairs (``[N1]`` each): ``([C, Q] arrays by name,
+    segment key and threshold of each split in slot order)``.
+
+    Slot 0 is padding; the splits follow sorted by (segment, threshold, depth), padded at the
+    end to whole chunks.
+    """
+    threshold = np.asarray(ens.split_bins)[t, d]
+    order_key = threshold * ens.depth + d  # ties of threshold pass in depth order
+    key = g * ens.n_features + f  # the segment: (group, column)
+    # each pair's splits, [P, D]: their order keys (-1: none) and bits
+    first = np.searchsorted(pair, pair)
+    pair_keys = np.full((len(pair_bits), ens.depth), -1)
+    pair_keys[pair, np.arange(len(pair)) - first] = order_key
+    pair_split_bits = np.zeros((len(pair_bits), ens.depth), np.int64)
+    pair_split_bits[pair, np.arange(len(pair)) - first] = 1 << d
+
+    s = np.lexsort((t, order_key, key))
+    own, others, split_bits = order_key[s, None], pair_keys[pair[s]], pair_split_bits[pair[s]]
+    # the tree's bits on the column once the bin has passed the slot's split, and just before
     above = np.sum(np.where((others >= 0) & (others <= own), split_bits, 0), axis=1)
     below = np.sum(np.where((others >= 0) & (others < own), split_bits, 0), axis=1)
-    keep = (ens.n_leaves - 1) & ~pair_bits[slot_pair]
-    chunk = _chunk_size(len(key) + 1, _CHUNK)
-    n_q = -(-(len(key) + 1) // chunk)
-    slot = np.arange(1, len(key) + 1)
-    slot_tree = _scatter(slot, t[s], n_q * chunk, n_trees)
-    slot_keep, slot_above, slot_below = (_scatter(slot, a, n_q * chunk, 0) for a in (keep, above, below))
+    keep = (ens.n_leaves - 1) & ~pair_bits[pair[s]]
+    chunk = _chunk_size(len(s) + 1, _CHUNK)
+    n_q = -(-(len(s) + 1) // chunk)
+    slot = np.arange(1, len(s) + 1)
 
-    def places(a):  # [Q * C] by slot -> [C, Q]
-        return _i32(a.reshape(n_q, chunk).T)
+    def places(values, fill):  # by slot -> [C, Q]
+        return _i32(_scatter(slot, values, n_q * chunk, fill).reshape(n_q, chunk).T)
 
-    def flat(p):  # slot p -> its row c * K Q + q in the [C, K, Q] running sums of output 0
-        return (p % chunk) * (ens.n_outputs * n_q) + p // chunk
+    slots = dict(slot_tree=places(t[s], ens.n_trees), slot_keep=places(keep, 0),
+                 slot_above=places(above, 0), slot_below=places(below, 0))
+    return slots, key[s], threshold[s]
 
-    # segment k holds slots first + 1 .. first + count (slot 0 is padding); its anchor is the
-    # slot before, and F(b) the running sum from there to anchor + #{thresholds < b}
+
+def _segment_tables(ens: ObliviousEnsemble, key: np.ndarray, threshold: np.ndarray, chunk: int, n_q: int):
+    """``(segment keys [S], seg_* tables by name)`` for slots in ``[C, Q]`` holding the splits of
+    segment ``key`` (sorted, ``[N1]``) from slot 1 on.
+
+    Segment ``k`` holds slots ``first + 1 .. first + count``; its anchor is slot ``first``, and
+    ``F(b)`` the running sum from there to ``first + #{thresholds < b}``.
+    """
     segments, first, count = np.unique(key, return_index=True, return_counts=True)
     if not len(segments):  # one segment of no slots, in no group, so that no table is empty
         segments, first, count = np.array([-1]), np.zeros(1, int), np.zeros(1, int)
-    anchor = first
     n_bins = ens.borders.shape[1] + 1
-    rank = np.searchsorted(key * n_bins + threshold, (segments * n_bins)[:, None] + np.arange(n_bins))
-    query = anchor[:, None] + rank - first[:, None]  # [S, B + 1]
-    span = (anchor + count) // chunk - anchor // chunk + 1  # chunks from the anchor's to the last slot's
+    # [S, B + 1] the slot of F(b): first + #{thresholds < b}, where the splits sort after (k, b)
+    query = np.searchsorted(key * n_bins + threshold, (segments * n_bins)[:, None] + np.arange(n_bins))
+    span = (first + count) // chunk - first // chunk + 1  # chunks from the anchor's to the last slot's
     most = int(span.max(initial=1))
-    seg = np.arange(len(segments))[:, None]
-    seg_chunks = np.where(np.arange(most) < span[:, None], anchor[:, None] // chunk + np.arange(most), n_q)
 
-    # the other pairs: several columns of the group
-    other_g, other_t, mask = g[starts[~single]], t[starts[~single]], pair_bits[~single]
-    other_chunk = _chunk_size(_run_lengths(other_g).max(initial=1), _OTHER_CHUNK)
-    chunk_group, at = _chunk_layout(other_g, other_chunk)
-    other = _scatter(at, other_t, len(chunk_group) * other_chunk, n_trees).reshape(-1, other_chunk)
-    other_keep = _scatter(at, (ens.n_leaves - 1) & ~mask, other.size, ens.n_leaves - 1).reshape(other.shape)
-    split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~other_keep)
-    if not len(other_g):  # no other pairs: no chunks at all
-        chunk_group, other, other_keep = chunk_group[:0], other[:0], other_keep[:0]
-        split_feature, split_threshold, split_bit = split_feature[:0], split_threshold[:0], split_bit[:0]
+    def row(p):  # slot p -> its row c * K Q + q in the [C, K, Q] running sums of output 0
+        return _i32((p % chunk) * (ens.n_outputs * n_q) + p // chunk)
 
-    # each group's segments, then its other chunks, padded with the index of nothing
-    owner = np.concatenate([np.where(segments < 0, -1, segments // n_features), chunk_group])
+    rank = query // chunk - first[:, None] // chunk
+    return segments, dict(
+        seg_feature=_i32(np.maximum(segments, 0) % ens.n_features), seg_anchor=row(first), seg_slot=row(query),
+        seg_rank=_i32(np.arange(len(segments))[:, None] * most + rank),
+        seg_chunks=_i32(np.where(np.arange(most) < span[:, None], first[:, None] // chunk + np.arange(most), n_q)),
+    )
+
+
+def _other_pairs(ens: ObliviousEnsemble, group: np.ndarray, tree: np.ndarray, bits: np.ndarray):
+    """``(group of each chunk [Q2], arrays by name)``: the pairs that read several columns of
+    their group (``[P2]`` each, sorted by group), in chunks of one group; Q2 = 0 without any."""
+    chunk = _chunk_size(_run_lengths(group).max(initial=1), _OTHER_CHUNK)
+    chunk_group, at = _chunk_layout(group, chunk)
+    other = _scatter(at, tree, len(chunk_group) * chunk, ens.n_trees).reshape(-1, chunk)
+    keep = _scatter(at, (ens.n_leaves - 1) & ~bits, other.size, ens.n_leaves - 1).reshape(other.shape)
+    split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~keep)
+    n = len(chunk_group) if len(group) else 0  # without pairs, no chunk at all
+    leaf = leaf_dtype(ens)
+    return chunk_group[:n], dict(
+        tree=_i32(other[:n]), keep=keep[:n].astype(leaf), split_feature=split_feature[:n],
+        split_threshold=split_threshold[:n], split_bit=split_bit[:n].astype(leaf),
+    )
+
+
+def _group_index(owner: np.ndarray, n_groups: int) -> np.ndarray:
+    """``i32[G, M]``: each group's entries among ``owner`` (their groups, -1: none), padded
+    with ``len(owner)``."""
     ids = np.flatnonzero(owner >= 0)
     ids = ids[np.argsort(owner[ids], kind="stable")]
-    where = np.arange(len(ids)) - np.searchsorted(owner[ids], owner[ids])
-    index = np.full((n_groups, max(1, int(where.max(initial=0)) + 1)), len(owner), np.int32)
-    index[owner[ids], where] = ids
-    leaf = leaf_dtype(ens)
-    return _Plan(  # NumPy arrays: the kernel's call moves them to the device in one go
-        slot_tree=places(slot_tree), slot_keep=places(slot_keep), slot_above=places(slot_above),
-        slot_below=places(slot_below), seg_feature=_i32(np.maximum(segments, 0) % n_features),
-        seg_anchor=_i32(flat(anchor)), seg_slot=_i32(flat(query)),
-        seg_rank=_i32(seg * most + query // chunk - anchor[:, None] // chunk), seg_chunks=_i32(seg_chunks),
-        tree=_i32(other), keep=other_keep.astype(leaf), split_feature=split_feature,
-        split_threshold=split_threshold, split_bit=split_bit.astype(leaf), groups=_i32(index),
-    )
+    rank = np.arange(len(ids)) - np.searchsorted(owner[ids], owner[ids])
+    index = np.full((n_groups, max(1, int(rank.max(initial=0)) + 1)), len(owner), np.int32)
+    index[owner[ids], rank] = ids
+    return index
 
 
 def _i32(a: np.ndarray) -> np.ndarray:
