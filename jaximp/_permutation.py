@@ -521,11 +521,12 @@ def permutation_importance(
 
 
 def _default_batch(platform: str, plan: _Plan, n_outputs: int, repeats: int) -> int:
-    """Rows per step: small on CPU (little padding); elsewhere as many as ~2 GiB of pair tables allow."""
+    """Rows per step: small on CPU (little padding); elsewhere as many as ~2 GiB of per-row
+    intermediates allow (the running sums, the other pairs, the permuted predictions)."""
     if platform == "cpu":
         return _CPU_BATCH
-    pairs = plan.slot_tree.size + plan.seg_chunks.size + plan.tree.size + plan.groups.size * repeats
-    rows = _ACCELERATOR_BYTES // (16 * max(1, pairs) * n_outputs)
+    per_row = plan.slot_tree.size + plan.seg_chunks.size + plan.tree.size + plan.groups.size * repeats
+    rows = _ACCELERATOR_BYTES // (16 * max(1, per_row) * n_outputs)
     return 1 << int(np.clip(np.log2(max(rows, 1)), 10, 18))
 
 
