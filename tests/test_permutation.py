@@ -194,13 +194,16 @@ def test_one_split_model_matches_the_closed_form():
     assert abs(got.importances_mean[0] - expected) <= 4 * got.importances_std[0] / np.sqrt(repeats)
 
 
-def test_same_seed_same_result_for_any_batch_size():
+def test_same_seed_same_result_for_any_batch_size_or_device_count():
     model, X, y, _ = train("multiclass")
     ens = jaximp.from_catboost(model)
     kw = {"n_repeats": 3, "random_state": 11}
     first = permutation_importance(ens, X, y, **kw)
     for batch_size in (None, 37, 256):
         again = permutation_importance(ens, X, y, batch_size=batch_size, devices=1, **kw)
+        np.testing.assert_array_equal(again.importances, first.importances)
+    if len(jax.devices()) >= 2:  # rows sharded over two devices
+        again = permutation_importance(ens, X, y, batch_size=64, devices=2, **kw)
         np.testing.assert_array_equal(again.importances, first.importances)
     sub = [permutation_importance(ens, X, y, max_samples=100, batch_size=b, **kw).importances for b in (None, 64)]
     np.testing.assert_array_equal(sub[0], sub[1])
