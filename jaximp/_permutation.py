@@ -200,11 +200,10 @@ def _other_pairs(ens: ObliviousEnsemble, group: np.ndarray, tree: np.ndarray, bi
     other = _scatter(at, tree, len(chunk_group) * chunk, ens.n_trees).reshape(-1, chunk)
     keep = _scatter(at, (ens.n_leaves - 1) & ~bits, other.size, ens.n_leaves - 1).reshape(other.shape)
     split_feature, split_threshold, split_bit = _group_splits(ens, other, (ens.n_leaves - 1) & ~keep)
-    n = len(chunk_group) if len(group) else 0  # without pairs, no chunk at all
     leaf = leaf_dtype(ens)
-    return chunk_group[:n], dict(
-        tree=_i32(other[:n]), keep=keep[:n].astype(leaf), split_feature=split_feature[:n],
-        split_threshold=split_threshold[:n], split_bit=split_bit[:n].astype(leaf),
+    return chunk_group, dict(
+        tree=_i32(other), keep=keep.astype(leaf), split_feature=split_feature,
+        split_threshold=split_threshold, split_bit=split_bit.astype(leaf),
     )
 
 
@@ -259,11 +258,10 @@ def _chunk_layout(keys: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]
     """Chunks of ``chunk`` items of one key each, for items sorted by key.
 
     Returns:
-        ``(key of each chunk [Q], position of each item in the padded [Q * chunk] layout)``;
-        with no items, one chunk of padding (key -1), so that no table is empty.
+        ``(key of each chunk [Q], position of each item in the padded [Q * chunk] layout)``.
     """
     if not len(keys):
-        return np.full(1, -1), np.zeros(0, int)
+        return keys[:0], np.zeros(0, int)
     counts = _run_lengths(keys)
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     n_chunks = -(-counts // chunk)

@@ -39,7 +39,7 @@ def _raw(model, X):
     return model.predict(X, prediction_type="RawFormulaVal")
 
 
-def _brute_force(model, X, score, draws, groups):
+def _brute_force(X, score, draws, groups):
     """``f64[G, R]``: the importances, permuting X in NumPy and predicting with CatBoost."""
     out = np.zeros((len(groups), len(draws)))
     for r, (rows, source) in enumerate(draws):
@@ -67,7 +67,7 @@ def test_model_loss_matches_brute_force_with_the_same_draws(kind, weighted, max_
     got = permutation_importance(ens, X, y, n_repeats=3, random_state=7, sample_weight=w,
                                  max_samples=max_samples)
     draws = _row_draws(as_key(7, "test"), 3, len(X), int(max_samples * len(X)))
-    want = _brute_force(model, X, _eval_metric_score(model, kind, y, w), draws,
+    want = _brute_force(X, _eval_metric_score(model, kind, y, w), draws,
                         [[f] for f in range(X.shape[1])])
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(got.importances_mean, want.mean(1), rtol=RTOL, atol=ATOL)
@@ -87,7 +87,7 @@ def test_tree_shapes_match_brute_force(model_data):
     groups = [[f] for f in range(X.shape[1])] + [[0, 2], [1, 3, 4]]
     got = permutation_importance(ens, X, y, n_repeats=2, random_state=5, feature_groups=groups)
     draws = _row_draws(as_key(5, "test"), 2, len(X), len(X))
-    want = _brute_force(model, X, _eval_metric_score(model, kind, y, None), draws, groups)
+    want = _brute_force(X, _eval_metric_score(model, kind, y, None), draws, groups)
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
 
 
@@ -110,7 +110,7 @@ def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
     def score(rows, X):
         return -skm.mean_squared_error(y[rows], np.asarray(ens.predict(X), np.float64))
 
-    want = _brute_force(None, X, score, _row_draws(as_key(seed, "test"), 3, len(X), len(X)), groups)
+    want = _brute_force(X, score, _row_draws(as_key(seed, "test"), 3, len(X), len(X)), groups)
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
 
 
@@ -135,7 +135,7 @@ def test_named_scorers_and_groups_match_brute_force(kind, scoring, metric):
     got = permutation_importance(ens, X, y, scoring=scoring, n_repeats=2, random_state=1,
                                  sample_weight=w, feature_groups=groups)
     draws = _row_draws(as_key(1, "test"), 2, len(X), len(X))
-    want = _brute_force(model, X, lambda rows, Xp: metric(y[rows], _raw(model, Xp), w[rows]), draws, groups)
+    want = _brute_force(X, lambda rows, Xp: metric(y[rows], _raw(model, Xp), w[rows]), draws, groups)
     assert got.importances.shape == (len(groups), 2)
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
 
