@@ -3,7 +3,10 @@
 The model is read from CatBoost's JSON export (``save_model(..., format="json")``), whose
 ``oblivious_trees[t]`` hold ``splits`` (depth ``d`` = bit ``d`` of the leaf index),
 ``leaf_values`` (leaf-major, ``L * K`` numbers) and ``leaf_weights`` (``L``), and whose
-``features_info.float_features`` hold each feature's borders and NaN treatment.
+``features_info`` holds each float feature's borders and NaN treatment, the categorical
+features' one-hot values and the CTRs (with their tables in ``ctr_data``). A split names its
+binary feature by ``split_index``: the float features' borders, then the one-hot values, then
+the CTRs' borders, in that order (``jaximp._categorical`` evaluates the last two).
 """
 
 from __future__ import annotations
@@ -16,17 +19,26 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from jaximp._categorical import Featurizer, featurizer_from_json
 from jaximp._model import ObliviousEnsemble
 
 _NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
 
 
-def from_catboost(model_or_path: Any) -> ObliviousEnsemble:
+def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> ObliviousEnsemble:
     """Build an :class:`ObliviousEnsemble` from a CatBoost model or model file.
+
+    Categorical features (one-hot and CTR splits, CTRs over combinations of columns) are
+    supported: the ensemble then takes their raw values (strings or integers) and evaluates
+    each split as CatBoost does, with the model's hashing and CTR tables.
 
     Args:
         model_or_path: a fitted ``catboost.CatBoost`` / ``CatBoostRegressor`` /
             ``CatBoostClassifier``, or the path of a ``.cbm`` or ``.json`` model file.
+        loss_function: the training loss's name (``"RMSE"``, ``"Logloss"``, ...), for a model
+            file that does not record it; None reads it from the model. Only the results that
+            depend on the loss (LossFunctionChange, permutation importance's default score)
+            need it.
 
     Returns:
         The ensemble, with ``leaf_values f32[T, L, K]``; trees of different depths (from
@@ -34,15 +46,17 @@ def from_catboost(model_or_path: Any) -> ObliviousEnsemble:
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
-        ValueError: the file is missing, unreadable or corrupt, the model is not fitted, or it
-            uses what jaximp does not support yet (categorical, text or embedding features,
-            non-symmetric trees).
+        ValueError: the file is missing, unreadable or corrupt, the model is not fitted or has
+            no trees, or it uses what jaximp does not support (text or embedding features).
 
     Example:
         >>> model = catboost.CatBoostRegressor(iterations=10).fit(X, y)  # doctest: +SKIP
         >>> ens = jaximp.from_catboost(model)                            # doctest: +SKIP
     """
-    return ensemble_from_json(_load_json(model_or_path))
+    if loss_function is not None and not isinstance(loss_function, str):
+        raise TypeError(f"from_catboost: loss_function must be None or a string such as 'RMSE'; "
+                        f"got {loss_function!r}")
+    return ensemble_from_json(_load_json(model_or_path), loss_function=loss_function)
 
 
 def _load_json(model_or_path: Any) -> dict:
@@ -101,11 +115,7 @@ def _unsupported(model_json: dict) -> list[str]:
     info = model_json.get("features_info", {})
     found = [
         name
-        for key, name in (
-            ("categorical_features", "categorical features"),
-            ("text_features", "text features"),
-            ("embedding_features", "embedding features"),
-        )
+        for key, name in (("text_features", "text features"), ("embedding_features", "embedding features"))
         if info.get(key)
     ]
     if "trees" in model_json and "oblivious_trees" not in model_json:
@@ -115,11 +125,11 @@ def _unsupported(model_json: dict) -> list[str]:
         for tree in model_json.get("oblivious_trees", [])
         for split in tree.get("splits", [])
     }
-    found += sorted(f"{t} splits" for t in split_types - {"FloatFeature"})
+    found += sorted(f"{t} splits" for t in split_types - set(_SPLIT_TYPES))
     return found
 
 
-def ensemble_from_json(model_json: dict) -> ObliviousEnsemble:
+def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) -> ObliviousEnsemble:
     """Build the ensemble from a parsed CatBoost JSON model (see the module docstring)."""
     if not isinstance(model_json, dict) or "features_info" not in model_json:
         raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
@@ -127,36 +137,82 @@ def ensemble_from_json(model_json: dict) -> ObliviousEnsemble:
     if unsupported:
         raise ValueError(
             "from_catboost: this model uses " + ", ".join(unsupported)
-            + ", which jaximp does not support yet; train on numeric features with "
-            "grow_policy='SymmetricTree'"
+            + ", which jaximp does not support; retrain without them to explain the model with jaximp"
         )
+    if not model_json.get("oblivious_trees"):
+        raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
+                         "there is nothing to explain")
     try:
-        return _build(model_json)
+        return _build(model_json, loss_function)
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
 
 
-def _build(model_json: dict) -> ObliviousEnsemble:
-    float_features = sorted(
-        model_json["features_info"].get("float_features", []), key=lambda f: f["flat_feature_index"]
-    )
-    n_features = len(float_features)
-    borders = [np.asarray(f.get("borders", []), np.float32) for f in float_features]
-    n_borders = max([1] + [len(b) for b in borders])
-    borders_table = np.full((n_features, n_borders), np.inf, np.float32)
-    for f, b in enumerate(borders):
-        borders_table[f, : len(b)] = b
-    names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(float_features))
+_SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
+
+
+class _Splits:
+    """The binary features of the JSON model, in ``split_index`` order, as (evaluated feature,
+    border index): float features' borders, then one-hot values, then CTRs' borders."""
+
+    def __init__(self, float_features: list[dict], featurizer: Featurizer | None, ctrs: list[dict]):
+        self.borders = [np.asarray(f.get("borders", []), np.float32) for f in float_features]
+        n_float = len(float_features)
+        self.table = [(f, j) for f, b in enumerate(self.borders) for j in range(len(b))]
+        if featurizer is not None:
+            self.one_hot = {key: n_float + i for i, key in enumerate(featurizer.one_hot)}
+            self.table += [(n_float + i, 0) for i in range(len(featurizer.one_hot))]
+            self.borders += [np.asarray([0.5], np.float32)] * len(featurizer.one_hot)
+            start = n_float + len(featurizer.one_hot)
+            self.table += [(start + k, j) for k, c in enumerate(ctrs) for j in range(len(c["borders"]))]
+            self.borders += [np.asarray(c["borders"], np.float32) for c in ctrs]
+
+    def locate(self, split: dict, tree: int) -> tuple[int, int]:
+        """(evaluated feature, border index) of one split."""
+        kind = split.get("split_type", "FloatFeature")
+        if kind == "FloatFeature":
+            feature = split["float_feature_index"]
+            border = np.float32(split["border"])
+            j = int(np.searchsorted(self.borders[feature], border))
+            if j == len(self.borders[feature]) or self.borders[feature][j] != border:
+                raise ValueError(f"tree {tree} splits on a border that feature {feature} lacks")
+            return feature, j
+        if kind == "OneHotFeature":
+            return self.one_hot[(split["cat_feature_index"], int(split["value"]))], 0
+        feature, j = self.table[split["split_index"]]
+        if self.borders[feature][j] != np.float32(split["border"]):
+            raise ValueError(f"tree {tree}: split_index {split['split_index']} does not match its border")
+        return feature, j
+
+
+def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
+    info = model_json["features_info"]
+    float_features = sorted(info.get("float_features", []), key=lambda f: f["flat_feature_index"])
+    cat_features = sorted(info.get("categorical_features", []), key=lambda f: f["flat_feature_index"])
     nan_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
+    featurizer = None
+    if cat_features:
+        nan_fill = [np.inf if mode == "Max" else -np.inf for mode in nan_modes]
+        featurizer = featurizer_from_json(model_json, float_features, nan_fill)
+    splits = _Splits(float_features, featurizer, info.get("ctrs", []))
+    n_evaluated = len(splits.borders)
+    n_borders = max([1] + [len(b) for b in splits.borders])
+    borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
+    for f, b in enumerate(splits.borders):
+        borders_table[f, : len(b)] = b
+    columns = sorted(float_features + cat_features, key=lambda f: f["flat_feature_index"])
+    if [f["flat_feature_index"] for f in columns] != list(range(len(columns))):
+        raise ValueError("the features' flat_feature_index are not 0..F-1")
+    names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
 
     scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
     bias = np.atleast_1d(np.asarray(bias, np.float32))
     n_outputs = len(bias)
 
     trees = model_json["oblivious_trees"]
-    if not trees:
-        raise ValueError("the model has no trees")
     depth = max(len(t["splits"]) for t in trees)
+    if len(trees) << depth >= 1 << 31:
+        raise ValueError(f"{len(trees)} trees of depth {depth} have more than 2**31 leaves in all")
     n_leaves = 1 << depth
     shape = (len(trees), depth)
     split_features = np.zeros(shape, np.int32)
@@ -165,20 +221,26 @@ def _build(model_json: dict) -> ObliviousEnsemble:
     split_mask = np.zeros(shape, bool)
     leaf_values = np.zeros((len(trees), n_leaves, n_outputs), np.float32)
     leaf_weights = np.zeros((len(trees), n_leaves), np.float32)
+    weights_known = all("leaf_weights" in tree for tree in trees)
     for t, tree in enumerate(trees):
         d = len(tree["splits"])
         for level, split in enumerate(tree["splits"]):
-            feature = split["float_feature_index"]
-            border = np.float32(split["border"])
+            feature, j = splits.locate(split, t)
             split_features[t, level] = feature
-            split_borders[t, level] = border
-            split_bins[t, level] = np.searchsorted(borders[feature], border)
-            if borders[feature][split_bins[t, level]] != border:
-                raise ValueError(f"tree {t} splits on a border that feature {feature} lacks")
+            split_bins[t, level] = j
+            split_borders[t, level] = borders_table[feature, j]
         split_mask[t, :d] = True
         values = np.asarray(tree["leaf_values"], np.float64).reshape(1 << d, n_outputs)
         leaf_values[t, : 1 << d] = values
-        leaf_weights[t, : 1 << d] = np.asarray(tree.get("leaf_weights", np.ones(1 << d)))
+        if weights_known:
+            leaf_weights[t, : 1 << d] = np.asarray(tree["leaf_weights"])
+    players = player_of = reads = None
+    if featurizer is not None:
+        credited = featurizer.evaluated_columns(attributed=True)
+        players = tuple(sorted(set(credited), key=lambda cols: (len(cols), cols)))
+        player_of = tuple(players.index(cols) for cols in credited)
+        reads = tuple(featurizer.evaluated_columns())
+    model_info = model_json.get("model_info", {})
     return ObliviousEnsemble(
         split_features=jnp.asarray(split_features),
         split_borders=jnp.asarray(split_borders),
@@ -189,16 +251,23 @@ def _build(model_json: dict) -> ObliviousEnsemble:
         leaf_weights=jnp.asarray(leaf_weights),
         scale=jnp.asarray(scale, jnp.float32),
         bias=jnp.asarray(bias),
-        n_features=n_features,
+        n_features=len(columns),
         feature_names=names,
-        nan_modes=nan_modes,
-        loss_function=_loss_function(model_json.get("model_info", {})),
-        class_names=tuple(model_json.get("model_info", {}).get("class_params", {}).get("class_names", ())),
+        nan_modes=nan_modes + ("Min",) * (n_evaluated - len(float_features)),
+        loss_function=loss_function or _loss_function(model_info),
+        class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
+        featurizer=featurizer,
+        players=players,
+        player_of=player_of,
+        reads=reads,
+        leaf_weights_known=weights_known,
     )
 
 
 def _loss_function(model_info: dict) -> str:
+    """The training loss's name, or "" when the model file does not say (then the functions
+    that depend on the loss raise, asking for ``from_catboost(..., loss_function=...)``)."""
     loss = model_info.get("loss_function") or model_info.get("params", {}).get("loss_function")
     if isinstance(loss, str):
         loss = json.loads(loss) if loss.startswith("{") else {"type": loss}
-    return loss.get("type", "RMSE") if isinstance(loss, dict) else "RMSE"
+    return str(loss.get("type", "")) if isinstance(loss, dict) else ""

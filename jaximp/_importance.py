@@ -25,7 +25,7 @@ from jax import Array
 
 from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
-from jaximp._model import ObliviousEnsemble, check_ensemble
+from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
 
 SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover")
 OUTPUT_REDUCTIONS = ("sum", "abs")
@@ -38,9 +38,12 @@ def _safe_div(num: Array, den: Array) -> Array:
 
 
 def _feature_sum(ens: ObliviousEnsemble, per_split: Array) -> Array:
-    """``f32[F]``: ``per_split f32[T, D]`` summed into each split's feature (padded depths add 0)."""
+    """``f32[F]``: ``per_split f32[T, D]`` summed into each split's evaluated feature (padded
+    depths add 0), then shared equally among the input columns it reads (CatBoost's
+    ``CalcRegularFeatureEffect``: a CTR over a combination credits each of its columns)."""
     values = jnp.where(ens.split_mask, per_split, 0.0)
-    return jax.ops.segment_sum(values.ravel(), ens.split_features.ravel(), num_segments=ens.n_features)
+    per_feature = jax.ops.segment_sum(values.ravel(), ens.split_features.ravel(), num_segments=ens.n_evaluated)
+    return to_columns(ens, per_feature, axis=0, per="evaluated")
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,11 +7,12 @@ or raises a ``TypeError``/``ValueError`` naming the argument and what was expect
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
+from jaximp._categorical import hash_column
 from jaximp._model import ObliviousEnsemble
 
 
@@ -31,11 +32,17 @@ def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") ->
 
     Returns:
         ``f32[N, F]``: a NumPy array, or a JAX array when ``X`` is one (kept on its device).
+        For a model with categorical features, ``f32[N, E]`` NumPy: the evaluated split
+        features (see :func:`as_raw_columns`).
 
     Raises:
         TypeError: an unsupported type or non-numeric data.
         ValueError: wrong rank, wrong column count, missing named columns, or no rows.
     """
+    if ens.featurizer is not None:
+        if isinstance(X, EvaluatedRows):  # checked and featurized already
+            return X
+        return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
     columns = _frame_columns(X)
     if columns is not None:
         X = _select_frame(X, columns, ens, fn_name, arg)
@@ -62,6 +69,110 @@ def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") ->
             raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {array.dtype}") from e
     _check_shape(array.shape, ens, fn_name, arg)
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+class RawColumns(NamedTuple):
+    """The rows of a model with categorical features, checked, before featurization.
+
+    Attributes:
+        floats: ``f32[N, n_float]`` the float features, in the model's float-feature order.
+        cat_hashes: ``i64[N, n_cat]`` CatBoost's int32 hash of each categorical value.
+    """
+
+    floats: np.ndarray
+    cat_hashes: np.ndarray
+
+
+class EvaluatedRows(np.ndarray):
+    """``f32[N, E]`` evaluated split features of a categorical model's rows: a NumPy array
+    marked as already checked and featurized, so that passing it on does not featurize again."""
+
+
+def featurize(ens: ObliviousEnsemble, raw: RawColumns) -> EvaluatedRows:
+    """``f32[N, E]`` the evaluated split features of checked raw rows."""
+    return ens.featurizer(raw.floats, raw.cat_hashes).view(EvaluatedRows)
+
+
+def as_raw_columns(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") -> RawColumns:
+    """The float and (hashed) categorical columns of ``X`` for a model with categorical features.
+
+    Categorical columns take raw values as CatBoost does: strings, integers or booleans (a
+    pandas ``category`` column of those too); floats and missing values are refused, as
+    CatBoost refuses them. A ``catboost.Pool`` with categorical features keeps its raw values
+    to itself, so it is refused with a pointer to the data it was built from.
+
+    Raises:
+        TypeError: an unsupported type, a non-numeric float column, or a categorical column
+            holding floats or missing values.
+        ValueError: wrong rank or column count, missing named columns, or no rows.
+    """
+    featurizer = ens.featurizer
+    if _is_pool(X):
+        raise TypeError(
+            f"{fn_name}: {arg} must hold the raw categorical values; a catboost.Pool does not give "
+            "them back: pass the DataFrame or array the Pool was built from"
+        )
+    columns = _frame_columns(X)
+    if columns is not None:
+        positions = _frame_positions(columns, ens, fn_name, arg)
+        if type(X).__module__.startswith("pandas"):
+            column = lambda j: X.iloc[:, positions[j]]  # noqa: E731
+        else:
+            column = lambda j: X.get_column(X.columns[positions[j]])  # noqa: E731
+        n_rows = X.shape[0]
+    else:
+        if isinstance(X, jax.Array):
+            X = np.asarray(X)
+        if not isinstance(X, (np.ndarray, list, tuple)):
+            raise TypeError(
+                f"{fn_name}: {arg} must be a NumPy array, a pandas or polars DataFrame or a list of "
+                f"rows; got {type(X).__name__}"
+            )
+        array = X if isinstance(X, np.ndarray) else np.asarray(X, dtype=object)
+        _check_shape(array.shape, ens, fn_name, arg)
+        column = lambda j: array[:, j]  # noqa: E731
+        n_rows = array.shape[0]
+    if n_rows == 0:
+        raise ValueError(f"{fn_name}: {arg} must have at least one row; got 0 rows")
+    floats = np.empty((n_rows, len(featurizer.float_columns)), np.float32)
+    for i, j in enumerate(featurizer.float_columns):
+        floats[:, i] = _float_column(column(j), ens.feature_names[j], fn_name, arg)
+    hashes = np.empty((n_rows, len(featurizer.cat_columns)), np.int64)
+    for i, j in enumerate(featurizer.cat_columns):
+        hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
+    return RawColumns(floats, hashes)
+
+
+def _float_column(values: Any, name: str, fn_name: str, arg: str) -> np.ndarray:
+    values = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    try:
+        return np.asarray(values, np.float32)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{fn_name}: {arg}'s column {name!r} must hold numbers (a float feature); "
+                        f"got dtype {values.dtype}") from e
+
+
+def _cat_column(values: Any, name: str, fn_name: str, arg: str) -> np.ndarray:
+    if type(values).__module__.startswith("polars"):
+        values = values.cast(str) if str(values.dtype) in ("Categorical", "Enum") else values
+        values = np.asarray(values.to_list(), dtype=object)
+    dtype = getattr(values, "dtype", None)
+    if _is_float_dtype(dtype):
+        raise TypeError(
+            f"{fn_name}: {arg}'s column {name!r} must hold strings or integers (a categorical "
+            f"feature, as in training); got dtype {dtype} (CatBoost refuses floats too)"
+        )
+    try:
+        return hash_column(values)
+    except TypeError as e:
+        raise TypeError(f"{fn_name}: {arg}'s column {name!r} is categorical: {e}") from e
+
+
+def _is_float_dtype(dtype: Any) -> bool:
+    try:
+        return np.dtype(dtype).kind == "f"
+    except TypeError:  # pandas extension dtypes (category, string): their values are checked
+        return False
 
 
 def as_weights(sample_weight: Any, n_rows: int, fn_name: str, *, allow_all_zero: bool = False) -> np.ndarray:
@@ -109,7 +220,8 @@ def _frame_columns(X: Any) -> list[str] | None:
     return None
 
 
-def _select_frame(X: Any, columns: list[str], ens: ObliviousEnsemble, fn_name: str, arg: str) -> np.ndarray:
+def _frame_positions(columns: list[str], ens: ObliviousEnsemble, fn_name: str, arg: str) -> list[int]:
+    """Position in the frame of each of the model's columns (by name when the model has names)."""
     if has_real_names(ens):
         missing = [name for name in ens.feature_names if name not in set(columns)]
         if missing:
@@ -125,6 +237,11 @@ def _select_frame(X: Any, columns: list[str], ens: ObliviousEnsemble, fn_name: s
                 f"got {len(columns)}"
             )
         positions = list(range(len(columns)))
+    return positions
+
+
+def _select_frame(X: Any, columns: list[str], ens: ObliviousEnsemble, fn_name: str, arg: str) -> np.ndarray:
+    positions = _frame_positions(columns, ens, fn_name, arg)
     if type(X).__module__.startswith("pandas"):
         frame = X.iloc[:, positions]
         bad = [str(c) for c, dt in zip(frame.columns, frame.dtypes) if not _numeric_pandas(dt)]
@@ -154,10 +271,9 @@ def _pool_matrix(pool: Any, ens: ObliviousEnsemble, fn_name: str, arg: str) -> n
         array = np.asarray(pool.get_features(), np.float32)
     except Exception as e:  # catboost raises its own error types for quantized pools
         raise TypeError(f"{fn_name}: {arg} must be a catboost.Pool of raw numeric features ({e})") from e
-    names = pool.get_feature_names()
-    if has_real_names(ens) and names and list(names) != list(range(len(names))):
-        names = [str(n) for n in names]
-        missing = [name for name in ens.feature_names if name not in set(names)]
-        if not missing:
-            return array[:, [names.index(name) for name in ens.feature_names]]
+    names = [str(n) for n in pool.get_feature_names() or ()]
+    default = [str(i) for i in range(len(names))]
+    if has_real_names(ens) and names and names != default:  # matched by name, as a DataFrame
+        _check_shape((array.shape[0], ens.n_features), ens, fn_name, arg)
+        return array[:, _frame_positions(names, ens, fn_name, arg)]
     return array

@@ -42,8 +42,19 @@ _BINARY_LOSSES = ("Logloss", "CrossEntropy")
 _MULTICLASS_LOSSES = ("MultiClass", "MultiClassOneVsAll")
 
 
-def task_of(ens: ObliviousEnsemble) -> Task:
+def check_loss_known(ens: ObliviousEnsemble, fn_name: str) -> None:
+    """A ValueError when the model file did not record its training loss (never guessed)."""
+    if not ens.loss_function:
+        raise ValueError(
+            f"{fn_name}: the model's loss_function must be known for this result; the model file "
+            "does not record it: import it with jaximp.from_catboost(model, loss_function='RMSE') "
+            "(or the loss it was trained with)"
+        )
+
+
+def task_of(ens: ObliviousEnsemble, fn_name: str = "task_of") -> Task:
     """The model's output kind, from its loss and number of outputs."""
+    check_loss_known(ens, fn_name)
     if ens.loss_function in _BINARY_LOSSES:
         return "binary"
     if ens.loss_function in _MULTICLASS_LOSSES:
@@ -342,6 +353,7 @@ MODEL_LOSSES: dict[str, ModelLoss] = {
 
 def model_loss(ens: ObliviousEnsemble, fn_name: str) -> ModelLoss:
     """The :class:`ModelLoss` of ``ens.loss_function``, or a ValueError naming the supported ones."""
+    check_loss_known(ens, fn_name)
     if ens.loss_function not in MODEL_LOSSES:
         raise ValueError(
             f"{fn_name}: the model's loss_function must be one of {sorted(MODEL_LOSSES)} to be "
@@ -429,7 +441,7 @@ def as_targets(y: Any, ens: ObliviousEnsemble, n_rows: int, fn_name: str) -> np.
         TypeError: non-numeric targets for a regression.
         ValueError: wrong length or shape, NaN, or labels that are not the model's classes.
     """
-    task = task_of(ens)
+    task = task_of(ens, fn_name)
     if hasattr(y, "to_numpy"):  # pandas / polars Series or DataFrame
         y = y.to_numpy()
     y = np.asarray(y)

@@ -18,7 +18,10 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
+
+from jaximp._categorical import Featurizer
 
 NanMode = Literal["Min", "Max", "AsIs"]
 
@@ -29,23 +32,38 @@ class ObliviousEnsemble:
     """A trained oblivious ensemble: arrays are pytree leaves, sizes and names are static.
 
     Attributes:
-        split_features: ``i32[T, D]`` feature index of the split at each depth (0 where padded).
+        split_features: ``i32[T, D]`` evaluated feature read by the split at each depth (0 where
+            padded): an input column for numeric models, see ``featurizer`` for the others.
         split_borders: ``f32[T, D]`` the split is ``x > border`` (``+inf`` where padded).
         split_bins: ``i32[T, D]`` index of the border in ``borders[feature]``: the split is
             ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
         split_mask: ``bool[T, D]`` False on padded depths of shallower trees.
-        borders: ``f32[F, Bmax]`` each feature's sorted borders, padded with ``+inf``.
+        borders: ``f32[E, Bmax]`` each evaluated feature's sorted borders, padded with ``+inf``.
         leaf_values: ``f32[T, L, K]`` leaf values, already multiplied by nothing: the raw
             prediction is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
         leaf_weights: ``f32[T, L]`` training weight of each leaf (0 for padded leaves).
         scale: ``f32[]`` CatBoost's scale.
         bias: ``f32[K]`` CatBoost's bias.
-        n_features: F, static.
+        n_features: F, the model's input columns, static.
         feature_names: the F column names (CatBoost's feature ids, or "0", "1", ...).
-        nan_modes: per feature "Min" (NaN below every border), "Max" (above every border) or
-            "AsIs" (every comparison with NaN is false, which routes like "Min").
+        nan_modes: per evaluated feature "Min" (NaN below every border), "Max" (above every
+            border) or "AsIs" (every comparison with NaN is false, which routes like "Min").
         loss_function: the training loss as CatBoost names it ("RMSE", "Logloss", ...).
         class_names: class labels of a classifier, else ``()``.
+        featurizer: None for numeric models, whose evaluated features are the F input columns
+            (E = F). With categorical features, the host-side map from raw columns to the E
+            evaluated features (float features, one-hot values, CTRs; ``jaximp._categorical``).
+        players: None (each input column is a player: P = F), or the P players of attribution:
+            each a sorted tuple of the input columns it reads. CatBoost attributes to the
+            distinct sets of columns that splits read, and divides a set's attribution equally
+            among its columns (``value / flatFeatures.size()``).
+        player_of: with ``players``: the player of each evaluated feature, ``E`` entries.
+        reads: with ``players``: the input columns each evaluated feature reads, ``E`` entries.
+            Wider than its player for a CTR over categorical and binarized float features:
+            CatBoost credits SHAP to the categorical columns only, but PredictionValuesChange
+            to every column the CTR reads.
+        leaf_weights_known: False when the model file carries no leaf weights (``leaf_weights``
+            is then 0, and what needs training weights must count them on data, as CatBoost does).
     """
 
     split_features: Array
@@ -62,6 +80,11 @@ class ObliviousEnsemble:
     nan_modes: tuple[NanMode, ...] = dataclasses.field(metadata=dict(static=True))
     loss_function: str = dataclasses.field(default="RMSE", metadata=dict(static=True))
     class_names: tuple = dataclasses.field(default=(), metadata=dict(static=True))
+    featurizer: Featurizer | None = dataclasses.field(default=None, metadata=dict(static=True))
+    players: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    leaf_weights_known: bool = dataclasses.field(default=True, metadata=dict(static=True))
 
     @property
     def n_trees(self) -> int:
@@ -77,6 +100,23 @@ class ObliviousEnsemble:
     def n_leaves(self) -> int:
         """L = 2**D."""
         return self.leaf_values.shape[1]
+
+    @property
+    def n_evaluated(self) -> int:
+        """E, the evaluated split features the kernels read (E = F for numeric models)."""
+        return self.borders.shape[0]
+
+    @property
+    def n_players(self) -> int:
+        """P, the players of attribution (P = F unless splits read several columns at once)."""
+        return self.n_features if self.players is None else len(self.players)
+
+    @property
+    def split_players(self) -> Array:
+        """``i32[T, D]`` the player of each split (its evaluated feature's set of columns)."""
+        if self.player_of is None:
+            return self.split_features
+        return jnp.asarray(self.player_of, jnp.int32)[self.split_features]
 
     @property
     def n_outputs(self) -> int:
@@ -112,8 +152,35 @@ def check_ensemble(ens: Any, fn_name: str) -> None:
         )
 
 
+def _shares(sets: tuple[tuple[int, ...], ...], n_columns: int) -> np.ndarray:
+    """``f32[len(sets), F]``: ``1 / |set|`` on each set's columns."""
+    weights = np.zeros((len(sets), n_columns), np.float32)
+    for i, columns in enumerate(sets):
+        weights[i, list(columns)] = 1.0 / len(columns)
+    return weights
+
+
+def to_columns(ens: ObliviousEnsemble, values: Array, axis: int, *, per: str = "player") -> Array:
+    """Attributions along ``axis`` -> attributions over the F input columns, each value shared
+    equally among its columns (CatBoost's ``value / flatFeatures.size()``); a no-op for numeric
+    models.
+
+    Args:
+        ens: the model.
+        values: P values (one per player, ``per="player"``) or E values (one per evaluated
+            feature, ``per="evaluated"``, shared among all the columns it reads) along ``axis``.
+        axis: the axis to map.
+        per: ``"player"`` or ``"evaluated"``.
+    """
+    if ens.players is None:
+        return values
+    sets = ens.players if per == "player" else ens.reads
+    moved = jnp.moveaxis(values, axis, -1)
+    return jnp.moveaxis(moved @ jnp.asarray(_shares(sets, ens.n_features), moved.dtype), -1, axis)
+
+
 def nan_fill_values(ens: ObliviousEnsemble) -> Array:
-    """``f32[F]`` the value NaN takes before comparing with borders: -inf or +inf."""
+    """``f32[E]`` the value NaN takes before comparing with borders: -inf or +inf."""
     return jnp.asarray(
         [jnp.inf if mode == "Max" else -jnp.inf for mode in ens.nan_modes], jnp.float32
     )

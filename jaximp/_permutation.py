@@ -481,7 +481,7 @@ def permutation_importance(
     check_ensemble(ens, fn)
     x = np.asarray(as_features(X, ens, fn))
     n = x.shape[0]
-    task = task_of(ens)
+    task = task_of(ens, fn)
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn)
     score_fn = resolve_scoring(scoring, ens, task, fn)

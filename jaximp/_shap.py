@@ -47,7 +47,7 @@ from jaximp import _shap_tables
 from jaximp._batching import map_rows
 from jaximp._inputs import as_features
 from jaximp._leaves import leaf_histogram, map_leaves
-from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
+from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
 _TABLE_KIND = {
@@ -65,7 +65,7 @@ class ShapTables(NamedTuple):
     Attributes:
         values: ``f32[T, D, K, L]`` attribution of each player slot at each leaf (scaled), or
             ``f32[T, D, D, K, L]`` for interactions.
-        features: ``i32[T, D]`` feature of each player slot (0 for null slots, whose values are 0).
+        features: ``i32[T, D]`` player of each slot (0 for null slots, whose values are 0).
         expected: ``f32[K]`` the expected raw prediction.
     """
 
@@ -144,9 +144,9 @@ def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array) -
     t, d, k, _ = tab.values.shape
     leaves = leaves.astype(jnp.int32)
     gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, :], axis=3)  # [T, D, K, n]
-    out = jnp.zeros((ens.n_features, k, leaves.shape[1]), gathered.dtype)
+    out = jnp.zeros((ens.n_players, k, leaves.shape[1]), gathered.dtype)
     out = out.at[tab.features.reshape(-1)].add(gathered.reshape(t * d, k, -1))
-    return jnp.transpose(out, (2, 0, 1))
+    return to_columns(ens, jnp.transpose(out, (2, 0, 1)), axis=1)
 
 
 def values_block(tab: ShapTables, block: int) -> int:
@@ -163,7 +163,7 @@ def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, bl
 def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
     ens, tab = params
     t, d, _, k, _ = tab.values.shape
-    f = ens.n_features
+    f = ens.n_players
     pair_features = (tab.features[:, :, None] * f + tab.features[:, None, :]).reshape(-1)
 
     def rows_fn(leaves):
@@ -171,7 +171,8 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
         gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, None, :], axis=4)
         out = jnp.zeros((f * f, k, leaves.shape[1]), gathered.dtype)
         out = out.at[pair_features].add(gathered.reshape(t * d * d, k, -1))
-        return jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, F, F, K]
+        out = jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, P, P, K]
+        return to_columns(ens, to_columns(ens, out, axis=1), axis=2)
 
     return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k))
 

@@ -221,8 +221,9 @@ def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Ar
         kind: ``"shapley_path"``, ``"shapley_hybrid"``, ``"saabas"`` or ``"interaction_path"``.
 
     Returns:
-        ``(table, slot_features)``: ``f32[T, D, K, L]`` (``f32[T, D, D, K, L]`` for
-        interactions) and ``i32[T, D]`` the feature of each slot.
+        ``(table, slot_players)``: ``f32[T, D, K, L]`` (``f32[T, D, D, K, L]`` for
+        interactions) and ``i32[T, D]`` the player of each slot (its input column for numeric
+        models; see ``ObliviousEnsemble.players``).
     """
     depth = ens.depth
     players = jax.vmap(tree_players, (0, 0, None))
@@ -254,7 +255,7 @@ def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Ar
         a = jnp.concatenate([a, jnp.full((pad,) + a.shape[1:], fill, a.dtype)])
         return a.reshape((n_chunks, chunk) + a.shape[1:])
 
-    args = (chunked(ens.leaf_values, 0), chunked(dist, 1), chunked(ens.split_features, 0),
+    args = (chunked(ens.leaf_values, 0), chunked(dist, 1), chunked(ens.split_players, 0),
             chunked(ens.split_mask, False))
     table, slot_features = jax.lax.map(chunk_tables, args)
     table = table.reshape((-1,) + table.shape[2:])[: ens.n_trees]

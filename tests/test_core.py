@@ -238,14 +238,6 @@ def test_bad_models(tmp_path):
         jaximp.leaf_indices(model, np.zeros((2, 6), np.float32))
 
 
-def test_categorical_model_is_refused():
-    pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame({"x": np.arange(40.0), "c": ["a", "b"] * 20})
-    model = catboost.CatBoostRegressor(iterations=3, depth=2, verbose=0).fit(frame, np.arange(40.0), cat_features=["c"])
-    with pytest.raises(ValueError, match="categorical features"):
-        jaximp.from_catboost(model)
-
-
 def test_non_symmetric_model_is_refused():
     X, y = make_data("regression", n=200)
     model = catboost.CatBoostRegressor(iterations=3, depth=3, grow_policy="Depthwise", verbose=0).fit(X, y)
