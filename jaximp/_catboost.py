@@ -106,6 +106,11 @@ def _json_of_model(model) -> dict:
         try:
             model.save_model(path, format="json")
         except catboost.CatBoostError as e:
+            for kind in ("text", "embedding"):
+                if f"{kind} features" in str(e):  # CatBoost exports such models only as .cbm
+                    raise ValueError(f"from_catboost: this model uses {kind} features, which jaximp "
+                                     "does not support; retrain without them to explain the model "
+                                     "with jaximp") from e
             raise ValueError(f"from_catboost: cannot export the model as JSON ({e})") from e
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -139,6 +144,13 @@ def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) ->
             "from_catboost: this model uses " + ", ".join(unsupported)
             + ", which jaximp does not support; retrain without them to explain the model with jaximp"
         )
+    if _multi_target_ctrs(model_json):
+        raise ValueError(
+            "from_catboost: this multi-target model has CTR features, whose tables CatBoost's JSON "
+            "export does not keep per target (the reloaded export predicts differently from the "
+            "model); jaximp reads models through that export, so it cannot explain this one exactly: "
+            "retrain with one_hot_max_size above the categorical cardinalities (one-hot splits only)"
+        )
     if not model_json.get("oblivious_trees"):
         raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
                          "there is nothing to explain")
@@ -149,6 +161,14 @@ def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) ->
 
 
 _SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
+_MULTI_TARGET_LOSSES = ("MultiRMSE", "MultiLogloss", "MultiCrossEntropy", "MultiQuantile", "SurvivalAft")
+
+
+def _multi_target_ctrs(model_json: dict) -> bool:
+    """A multi-target regression or multi-label model with CTRs: CatBoost keeps a CTR table per
+    target, but its JSON export writes one per CTR identifier."""
+    loss = _loss_function(model_json.get("model_info", {}))
+    return loss in _MULTI_TARGET_LOSSES and bool(model_json.get("features_info", {}).get("ctrs"))
 
 
 class _Splits:

@@ -199,18 +199,21 @@ class Featurizer:
         return len(self.float_columns) + len(self.one_hot) + len(self.ctrs)
 
     def evaluated_columns(self, *, attributed: bool = False) -> list[tuple[int, ...]]:
-        """For each evaluated feature, the sorted flat columns it reads.
+        """For each evaluated feature, the flat columns of its elements, sorted: a CTR over a
+        combination lists a column once per element (a float feature binarized at two borders
+        twice), as CatBoost's PredictionValuesChange shares a split's effect per element.
 
-        With ``attributed``, the columns CatBoost attributes it to instead: a CTR over a
-        combination is credited to its categorical columns only, not to the float features
-        binarized into it (checked against CatBoost's ShapValues).
+        With ``attributed``, the set of columns CatBoost's SHAP attributes it to instead (its
+        "combination class"): the projection's categorical values only, not the float features
+        binarized into it nor its one-hot elements (both rules checked against CatBoost).
         """
         cat = self.cat_columns
         out = [(c,) for c in self.float_columns] + [(cat[i],) for i, _ in self.one_hot]
         for ctr in self.ctrs:
-            cols = {cat[i] for i in ctr.cat_features} | {cat[i] for i, _ in ctr.one_hot_elements}
+            cols = [cat[i] for i in ctr.cat_features]
             if not attributed:
-                cols |= {self.float_columns[i] for i, _ in ctr.float_elements}
+                cols += [cat[i] for i, _ in ctr.one_hot_elements]
+                cols += [self.float_columns[i] for i, _ in ctr.float_elements]
             out.append(tuple(sorted(cols)))
         return out
 
@@ -293,8 +296,6 @@ def _ctr(ctr: dict, ctr_data: dict) -> Ctr:
     keys = np.array([int(k) for k in flat[0::stride]], np.uint64)
     counts = np.array([flat[i + 1: i + stride] for i in range(0, len(flat), stride)], np.float64)
     counts = counts.reshape(len(keys), stride - 1)
-    if ctr_type in _MEAN_TYPES:  # the sum is stored as the bits of a float32
-        counts[:, 0] = np.asarray(counts[:, 0], np.int64).astype(np.uint32).view(np.float32)
     real = keys != _EMPTY
     order = np.argsort(keys[real], kind="stable")
     return Ctr(

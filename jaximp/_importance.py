@@ -31,6 +31,14 @@ SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "tot
 OUTPUT_REDUCTIONS = ("sum", "abs")
 
 
+def _check_weights_known(ens: ObliviousEnsemble, fn_name: str) -> None:
+    if not ens.leaf_weights_known:
+        raise ValueError(
+            f"{fn_name}: the model file carries no leaf weights, which this needs; pass X (the "
+            "training rows) to count them, as CatBoost asks for the training dataset then"
+        )
+
+
 def _safe_div(num: Array, den: Array) -> Array:
     """``num / den`` where ``den > 0``, else 0, with finite gradients everywhere."""
     ok = den > 0
@@ -132,6 +140,7 @@ def prediction_values_change(
     if X is None:
         if sample_weight is not None:
             raise ValueError(f"{fn_name}: sample_weight must come with X (it weighs X's rows); got X=None")
+        _check_weights_known(ens, fn_name)
         return _pvc_kernel(ens, ens.leaf_weights)
     x = as_features(X, ens, fn_name)
     if sample_weight is None and _is_pool(X):
@@ -307,4 +316,6 @@ def split_importance(ens: ObliviousEnsemble, type: str) -> Array:
         raise ValueError(
             f"{fn_name}: type must be one of {', '.join(repr(t) for t in SPLIT_IMPORTANCE_TYPES)}; got {type!r}"
         )
+    if type not in ("weight", "split"):
+        _check_weights_known(ens, fn_name)
     return _split_kernel(ens, type=type)

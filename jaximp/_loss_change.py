@@ -97,7 +97,7 @@ def loss_function_change(
     n = x.shape[0]
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn).astype(np.float64)
-    tables = shap_tables(ens, "path_dependent", fn_name=fn)
+    tables = shap_tables(ens, "path_dependent", x=x, fn_name=fn, batch_size=batch_size, devices=devices)
     base, change = map_rows(_loss_change_kernel, (ens, tables), (x, targets), batch_size=batch_size,
                             devices=devices, fn_name=fn, loss=loss)
     # weighted sums on the host in float64: exact whatever the batch size or device count

@@ -58,10 +58,10 @@ class ObliviousEnsemble:
             distinct sets of columns that splits read, and divides a set's attribution equally
             among its columns (``value / flatFeatures.size()``).
         player_of: with ``players``: the player of each evaluated feature, ``E`` entries.
-        reads: with ``players``: the input columns each evaluated feature reads, ``E`` entries.
-            Wider than its player for a CTR over categorical and binarized float features:
-            CatBoost credits SHAP to the categorical columns only, but PredictionValuesChange
-            to every column the CTR reads.
+        reads: with ``players``: the input columns each evaluated feature reads, ``E`` entries,
+            a column once per element of a CTR's combination. Wider than its player for a CTR
+            over categorical and binarized float features: CatBoost credits SHAP to the
+            categorical columns only, but PredictionValuesChange to every element's column.
         leaf_weights_known: False when the model file carries no leaf weights (``leaf_weights``
             is then 0, and what needs training weights must count them on data, as CatBoost does).
     """
@@ -153,10 +153,10 @@ def check_ensemble(ens: Any, fn_name: str) -> None:
 
 
 def _shares(sets: tuple[tuple[int, ...], ...], n_columns: int) -> np.ndarray:
-    """``f32[len(sets), F]``: ``1 / |set|`` on each set's columns."""
+    """``f32[len(sets), F]``: ``1 / len(set)`` on each set's columns, once per time it lists them."""
     weights = np.zeros((len(sets), n_columns), np.float32)
     for i, columns in enumerate(sets):
-        weights[i, list(columns)] = 1.0 / len(columns)
+        np.add.at(weights[i], list(columns), 1.0 / len(columns))
     return weights
 
 

@@ -34,8 +34,9 @@ from jax import Array
 from sklearn.utils import Bunch
 
 from jaximp._batching import map_rows, resolve_devices, row_blocks
-from jaximp._inputs import as_features, as_weights
+from jaximp._inputs import as_features, as_raw_columns, as_weights, featurize
 from jaximp._leaves import (
+    _predict_kernel,
     gather_leaf_values,
     leaf_dtype,
     quantize,
@@ -48,6 +49,7 @@ from jaximp._metrics import (
     task_of,
 )
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
+from jaximp._permutation_groups import check_groups, evaluated_groups, refeaturized_predictions
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
@@ -126,7 +128,7 @@ def _make_plan(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> _Plan:
     slots, key, threshold = _slots(ens, pair[on_one], g[on_one], t[on_one], d[on_one], f[on_one], pair_bits)
     segments, tables = _segment_tables(ens, key, threshold, *slots["slot_tree"].shape)
     other_group, other = _other_pairs(ens, g[starts[~single]], t[starts[~single]], pair_bits[~single])
-    owner = np.concatenate([np.where(segments < 0, -1, segments // ens.n_features), other_group])
+    owner = np.concatenate([np.where(segments < 0, -1, segments // ens.n_evaluated), other_group])
     return _Plan(**slots, **tables, **other, groups=_group_index(owner, len(groups)))
 
 
@@ -139,7 +141,7 @@ def _slots(ens: ObliviousEnsemble, pair, g, t, d, f, pair_bits):
     """
     threshold = np.asarray(ens.split_bins)[t, d]
     order_key = threshold * ens.depth + d  # ties of threshold pass in depth order
-    key = g * ens.n_features + f  # the segment: (group, column)
+    key = g * ens.n_evaluated + f  # the segment: (group, column)
     # each pair's splits, [P, D]: their order keys (-1: none) and bits
     first = np.searchsorted(pair, pair)
     pair_keys = np.full((len(pair_bits), ens.depth), -1)
@@ -186,7 +188,7 @@ def _segment_tables(ens: ObliviousEnsemble, key: np.ndarray, threshold: np.ndarr
 
     rank = query // chunk - first[:, None] // chunk
     return segments, dict(
-        seg_feature=_i32(np.maximum(segments, 0) % ens.n_features), seg_anchor=row(first), seg_slot=row(query),
+        seg_feature=_i32(np.maximum(segments, 0) % ens.n_evaluated), seg_anchor=row(first), seg_slot=row(query),
         seg_rank=_i32(np.arange(len(segments))[:, None] * most + rank),
         seg_chunks=_i32(np.where(np.arange(most) < span[:, None], first[:, None] // chunk + np.arange(most), n_q)),
     )
@@ -233,9 +235,9 @@ def _splits_on_groups(ens: ObliviousEnsemble, groups: list[np.ndarray]):
     split_tree, split_depth = np.nonzero(np.asarray(ens.split_mask))
     split_feature = np.asarray(ens.split_features)[split_tree, split_depth]
     by_feature = np.argsort(split_feature, kind="stable")
-    first = np.searchsorted(split_feature[by_feature], np.arange(ens.n_features + 1))
+    first = np.searchsorted(split_feature[by_feature], np.arange(ens.n_evaluated + 1))
     member_group = np.repeat(np.arange(len(groups)), [len(c) for c in groups])
-    member_feature = np.concatenate(groups)
+    member_feature = np.concatenate(groups).astype(np.int64)
     count = first[member_feature + 1] - first[member_feature]
     at = np.repeat(first[member_feature] - np.r_[0, np.cumsum(count)[:-1]], count) + np.arange(count.sum())
     g, t, d = np.repeat(member_group, count), split_tree[by_feature[at]], split_depth[by_feature[at]]
@@ -438,7 +440,9 @@ def permutation_importance(
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool);
+            categorical columns hold their raw values (see ``jaximp._permutation_groups`` for
+            how permuting a categorical column re-evaluates its one-hot and CTR splits).
         y: ``[N]`` targets, class labels of a classifier (matched to ``ens.class_names``), or
             ``[N, K]`` for multi-regression.
         scoring: None (minus the model's own loss, as CatBoost computes it: ``RMSE``,
@@ -479,7 +483,8 @@ def permutation_importance(
     """
     fn = "permutation_importance"
     check_ensemble(ens, fn)
-    x = np.asarray(as_features(X, ens, fn))
+    raw_columns = as_raw_columns(X, ens, fn) if ens.featurizer is not None else None
+    x = np.asarray(as_features(X, ens, fn) if raw_columns is None else featurize(ens, raw_columns))
     n = x.shape[0]
     task = task_of(ens, fn)
     targets = as_targets(y, ens, n, fn)
@@ -488,7 +493,8 @@ def permutation_importance(
     check_scorer_targets(scoring, targets, task, max(2, ens.n_outputs), fn)
     repeats = _check_repeats(n_repeats, fn)
     n_sub = _check_max_samples(max_samples, n, fn)
-    groups = _check_groups(feature_groups, ens, fn)
+    column_groups = check_groups(feature_groups, ens, fn)
+    groups, straddled = evaluated_groups(ens, column_groups)
     key = as_key(random_state, fn)
 
     plan = _make_plan(ens, groups)
@@ -507,6 +513,16 @@ def permutation_importance(
     raw, permuted = map_rows(_permuted_kernel, (ens, plan), rows, batch_size=batch_size, devices=devices,
                              fn_name=fn, cpu=platform == "cpu", tabulate=tabulate)
     shared = n_sub == n
+    for g in straddled:  # groups that a CTR over a combination straddles: featurize again
+        def predict_rows(rows):
+            return map_rows(_predict_kernel, ens, np.asarray(rows), batch_size=batch_size, devices=devices,
+                            fn_name=fn)
+        for r in range(repeats):
+            new = refeaturized_predictions(ens, raw_columns, column_groups[g], take[r], source[r], predict_rows)
+            if shared:
+                permuted[:, r, g] = new
+            else:
+                permuted[r * n_sub:(r + 1) * n_sub, 0, g] = new
     if shared:  # raw [N, K], permuted [N, R, G, K]
         y_scored, w_scored = targets, weights
     else:  # raw [R n_sub, K], permuted [R n_sub, 1, G, K]
@@ -633,32 +649,3 @@ def _check_max_samples(max_samples: Any, n: int, fn_name: str) -> int:
     raise ValueError(
         f"{fn_name}: max_samples must be a float in (0, 1] or an int in [1, {n}]; got {max_samples!r}"
     )
-
-
-def _check_groups(feature_groups: Any, ens: ObliviousEnsemble, fn_name: str) -> list[np.ndarray]:
-    """Groups as arrays of column indices; names are looked up in ``ens.feature_names``."""
-    if feature_groups is None:
-        return [np.array([f]) for f in range(ens.n_features)]
-    if isinstance(feature_groups, (str, bytes)) or not hasattr(feature_groups, "__len__") or not len(feature_groups):
-        raise ValueError(f"{fn_name}: feature_groups must be a non-empty list of lists of columns; "
-                         f"got {feature_groups!r}")
-    names = {name: i for i, name in enumerate(ens.feature_names)}
-    groups = []
-    for g, group in enumerate(feature_groups):
-        if isinstance(group, (str, bytes, int, np.integer)) or not hasattr(group, "__len__") or not len(group):
-            raise ValueError(f"{fn_name}: feature_groups[{g}] must be a non-empty list of columns; got {group!r}")
-        columns = []
-        for c in group:
-            if isinstance(c, (int, np.integer)) and not isinstance(c, bool) and 0 <= c < ens.n_features:
-                columns.append(int(c))
-            elif isinstance(c, str) and c in names:
-                columns.append(names[c])
-            else:
-                raise ValueError(
-                    f"{fn_name}: feature_groups[{g}] must hold column indices in [0, {ens.n_features}) "
-                    f"or feature names; got {c!r}"
-                )
-        if len(set(columns)) != len(columns):
-            raise ValueError(f"{fn_name}: feature_groups[{g}] must not repeat a column; got {list(group)!r}")
-        groups.append(np.array(columns))
-    return groups

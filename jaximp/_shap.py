@@ -112,10 +112,35 @@ def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> ShapTables:
     return ShapTables(values, features, _shap_tables.expected_output(ens, dist))
 
 
+def training_distribution(ens: ObliviousEnsemble, x: Any = None, *, fn_name: str,
+                          batch_size: int | None = None, devices: Any = None) -> Array:
+    """``f32[T, L]`` the leaf weights of the path-dependent methods: the model's training leaf
+    weights or, for a model file that carries none, the leaf counts of the checked rows ``x``
+    being explained, as CatBoost counts them then.
+
+    Raises:
+        ValueError: the model carries no leaf weights and no rows are given.
+    """
+    if ens.leaf_weights_known:
+        return _shap_tables.effective_weights(ens)
+    if x is None:
+        raise ValueError(
+            f"{fn_name}: the model file carries no leaf weights, which CatBoost then counts on the "
+            "rows being explained; pass rows (jaximp.shap_values(ens, X), "
+            "jaximp.prediction_values_change(ens, X)) or use a model exported with its leaf weights"
+        )
+    counts = leaf_histogram(ens, x, np.ones(x.shape[0], np.float32), batch_size=batch_size,
+                            devices=devices, fn_name=fn_name)
+    return _shap_tables.effective_weights(ens, counts)
+
+
 def shap_tables(ens: ObliviousEnsemble, method: str = "path_dependent", background: Any = None, *,
-                fn_name: str = "shap_tables", batch_size: int | None = None,
+                x: Any = None, fn_name: str = "shap_tables", batch_size: int | None = None,
                 devices: Any = None) -> ShapTables:
     """Per-tree SHAP tables of ``ens`` for ``method`` (see the module docstring).
+
+    ``x``: the checked rows to be explained, which give the leaf weights of a model that
+    carries none (see :func:`training_distribution`).
 
     Raises:
         TypeError, ValueError: a bad model, method or background.
@@ -126,7 +151,7 @@ def shap_tables(ens: ObliviousEnsemble, method: str = "path_dependent", backgrou
         dist = background_histogram(ens, background, fn_name=fn_name, batch_size=batch_size,
                                     devices=devices)
     else:
-        dist = _shap_tables.effective_weights(ens)
+        dist = training_distribution(ens, x, fn_name=fn_name, batch_size=batch_size, devices=devices)
     return _build(ens, dist, kind=_TABLE_KIND[method])
 
 
@@ -282,7 +307,7 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
     _check_model(ens, "shap_values")
     _check_method(method, background, "shap_values")
     x = as_features(X, ens, "shap_values")
-    tab = shap_tables(ens, method, background, fn_name="shap_values", batch_size=batch_size,
+    tab = shap_tables(ens, method, background, x=x, fn_name="shap_values", batch_size=batch_size,
                       devices=devices)
     return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
 
@@ -302,7 +327,7 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
     if method == "interventional":
         dist = background_histogram(ens, background, fn_name="expected_value")
     else:
-        dist = _shap_tables.effective_weights(ens)
+        dist = training_distribution(ens, fn_name="expected_value")
     return _host(squeeze_outputs(_shap_tables.expected_output(ens, dist), ens.n_outputs))
 
 
@@ -330,7 +355,8 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     """
     _check_model(ens, "shap_interaction_values")
     x = as_features(X, ens, "shap_interaction_values")
-    dist = _shap_tables.effective_weights(ens)
+    dist = training_distribution(ens, x, fn_name="shap_interaction_values", batch_size=batch_size,
+                                 devices=devices)
     tab = _build(ens, dist, kind="interaction_path")
     out = map_rows(_interaction_kernel, (ens, tab), x, batch_size=batch_size, devices=devices,
                    fn_name="shap_interaction_values")

@@ -196,13 +196,15 @@ def saabas_table(q: Array, depth_players: Array, depth: int) -> Array:
     return jnp.einsum("ldk,dp->pkl", per_depth, slots.astype(per_depth.dtype))
 
 
-def effective_weights(ens: ObliviousEnsemble) -> Array:
-    """``f32[T, L]`` the leaf weights, or uniform over a tree's real leaves if they sum to 0."""
+def effective_weights(ens: ObliviousEnsemble, weights: Array | None = None) -> Array:
+    """``f32[T, L]`` the leaf weights (``ens.leaf_weights`` unless given), or uniform over a
+    tree's real leaves where they sum to 0."""
+    weights = ens.leaf_weights if weights is None else weights
     bits = 1 << jnp.arange(ens.depth, dtype=jnp.int32)
     real_bits = jnp.sum(jnp.where(ens.split_mask, bits, 0), axis=1)  # [T]
     real = (jnp.arange(ens.n_leaves, dtype=jnp.int32)[None, :] & ~real_bits[:, None]) == 0
-    positive = jnp.sum(ens.leaf_weights, axis=1, keepdims=True) > 0
-    return jnp.where(positive, ens.leaf_weights, real.astype(jnp.float32))
+    positive = jnp.sum(weights, axis=1, keepdims=True) > 0
+    return jnp.where(positive, weights, real.astype(jnp.float32))
 
 
 def expected_output(ens: ObliviousEnsemble, dist: Array) -> Array:
