@@ -217,6 +217,30 @@ class Featurizer:
             out.append(tuple(sorted(cols)))
         return out
 
+    def interaction_features(self) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        """CatBoost's internal features of ``Interaction`` and the columns each is credited to.
+
+        Internal features are the float features, the one-hot categorical features (all their
+        values together) and the CTRs. ``CalcFeatureInteraction`` credits a float feature to
+        its column and any other internal feature to the columns of its CTR projection's
+        binarized float features and categorical values: a one-hot feature has no projection
+        and is credited to no column (its interactions only count in the total), and a CTR's
+        one-hot elements are not credited either.
+
+        Returns:
+            ``(internal feature of each evaluated feature [E], credited columns of each)``.
+        """
+        n_float, cat = len(self.float_columns), self.cat_columns
+        one_hot_features = sorted({c for c, _ in self.one_hot})
+        internal_of = list(range(n_float))
+        internal_of += [n_float + one_hot_features.index(c) for c, _ in self.one_hot]
+        first_ctr = n_float + len(one_hot_features)
+        internal_of += [first_ctr + j for j in range(len(self.ctrs))]
+        credited = [(c,) for c in self.float_columns] + [()] * len(one_hot_features)
+        credited += [tuple(self.float_columns[f] for f, _ in ctr.float_elements)
+                     + tuple(cat[i] for i in ctr.cat_features) for ctr in self.ctrs]
+        return tuple(internal_of), tuple(credited)
+
     def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray) -> np.ndarray:
         """``f32[N, E]`` evaluated features.
 

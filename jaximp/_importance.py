@@ -156,7 +156,7 @@ def prediction_values_change(
 
 @functools.partial(jax.jit, static_argnames=("output_reduction",))
 def _interaction_kernel(ens: ObliviousEnsemble, *, output_reduction: str) -> Array:
-    depth, n_features = ens.depth, ens.n_features
+    depth = ens.depth
     bits = (np.arange(ens.n_leaves)[None, :] >> np.arange(depth)[:, None]) & 1
     sign = jnp.asarray(1 - 2 * bits, jnp.float32)  # [D, L]: +1 where bit d is 0, -1 where 1
     # delta[t, a, b, k] = sum_l s_ab(l) v[t, l, k], s_ab = +1 where bits a and b differ, else -1.
@@ -165,16 +165,31 @@ def _interaction_kernel(ens: ObliviousEnsemble, *, output_reduction: str) -> Arr
         score = jnp.abs(jnp.sum(delta, axis=-1))
     else:
         score = jnp.sum(jnp.abs(delta), axis=-1)
-    fa = ens.split_features[:, :, None]
-    fb = ens.split_features[:, None, :]
+    internal_of, credit = _interaction_features(ens)
+    internal = jnp.asarray(internal_of, jnp.int32)[ens.split_features]  # [T, D]
+    n_internal = credit.shape[0]
+    fa, fb = internal[:, :, None], internal[:, None, :]
     upper = np.triu(np.ones((depth, depth), bool), k=1)
     keep = upper & ens.split_mask[:, :, None] & ens.split_mask[:, None, :] & (fa != fb)
     score = jnp.where(keep, score, 0.0)
-    lo, hi = jnp.minimum(fa, fb), jnp.maximum(fa, fb)
-    flat = jnp.broadcast_to(lo * n_features + hi, score.shape)
-    pairs = jax.ops.segment_sum(score.ravel(), flat.ravel(), num_segments=n_features * n_features)
-    pairs = pairs.reshape(n_features, n_features)
-    return 100.0 * _safe_div(pairs + pairs.T, jnp.sum(pairs))
+    flat = jnp.broadcast_to(fa * n_internal + fb, score.shape)
+    pairs = jax.ops.segment_sum(score.ravel(), flat.ravel(), num_segments=n_internal * n_internal)
+    pairs = credit.T @ pairs.reshape(n_internal, n_internal) @ credit  # [F, F] ordered pairs
+    pairs = jnp.where(np.eye(ens.n_features, dtype=bool), 0.0, pairs)  # a column with itself
+    return 100.0 * _safe_div(pairs + pairs.T, jnp.sum(score))
+
+
+def _interaction_features(ens: ObliviousEnsemble) -> tuple[tuple[int, ...], np.ndarray]:
+    """``(internal feature of each evaluated feature [E], f32[I, F] each internal feature's
+    share of credit per column)``: the columns themselves for numeric models, CatBoost's
+    internal features for categorical ones (``Featurizer.interaction_features``)."""
+    if ens.featurizer is None:
+        return tuple(range(ens.n_features)), np.eye(ens.n_features, dtype=np.float32)
+    internal_of, credited = ens.featurizer.interaction_features()
+    credit = np.zeros((len(credited), ens.n_features), np.float32)
+    for i, columns in enumerate(credited):
+        np.add.at(credit[i], list(columns), 1.0 / max(1, len(columns)))
+    return internal_of, credit
 
 
 def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) -> Array:

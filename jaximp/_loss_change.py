@@ -10,6 +10,14 @@ and reports the change of the model's own metric over the data set:
 with ``M`` the metric of the training loss (``RMSE``, ``Logloss``, ``MultiClass``, ...; for
 metrics where greater is better the sign is flipped, none of the supported losses is one).
 Features the model never splits on get 0.
+
+With categorical features, CatBoost removes each combination class's SHAP value (a player:
+the set of categorical columns a CTR reads, see ``ObliviousEnsemble.players``) and shares the
+class's loss change among the columns of the class's first feature in the model's order (its
+float or categorical column, or every element of a CTR's combination, binarized float features
+included). When a class's features read different columns and the model has more than 30
+features and CTRs, CatBoost's choice of that first feature depends on its unstable sort; jaximp
+takes the model's order.
 """
 
 from __future__ import annotations
@@ -24,12 +32,12 @@ from jaximp._batching import map_rows
 from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import leaf_prediction, map_leaves
 from jaximp._metrics import ModelLoss, as_targets, model_loss
-from jaximp._model import ObliviousEnsemble, check_ensemble
+from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
 from jaximp._shap import shap_tables, values_block, values_from_leaves
 
 
 def _loss_change_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array]:
-    """Per row: the loss ``f32[n]`` and its change without each feature ``f32[n, F]``.
+    """Per row: the loss ``f32[n]`` and its change without each player ``f32[n, P]``.
 
     Each row's leaves are found once and give both its raw prediction and its SHAP values.
 
@@ -45,7 +53,7 @@ def _loss_change_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[A
 
     def rows_fn(leaves, y):
         raw = leaf_prediction(ens, leaves)  # [n, K]
-        phi = values_from_leaves(ens, tables, leaves)  # [n, F, K]
+        phi = values_from_leaves(ens, tables, leaves, per_player=True)  # [n, P, K]
         change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
         return loss.row_loss(y, raw), change
 
@@ -110,4 +118,4 @@ def loss_function_change(
         result = np.where(denom > 0, (delta / weight) / np.where(denom > 0, denom, 1.0), 0.0)
     else:
         result = delta / weight
-    return result.astype(np.float32)
+    return np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32)

@@ -160,6 +160,17 @@ def _shares(sets: tuple[tuple[int, ...], ...], n_columns: int) -> np.ndarray:
     return weights
 
 
+def _representatives(ens: ObliviousEnsemble) -> list[int]:
+    """The first evaluated feature of each player in CatBoost's order (float features that have
+    borders, one-hot values, CTRs: the evaluated features' own order)."""
+    first: dict[int, int] = {}
+    for e, p in enumerate(ens.player_of):
+        if e < len(ens.featurizer.float_columns) and ens.borders.shape[1] and not np.isfinite(ens.borders[e, 0]):
+            continue  # a float feature without borders is not in the model
+        first.setdefault(p, e)
+    return [first[p] for p in range(len(ens.players))]
+
+
 def to_columns(ens: ObliviousEnsemble, values: Array, axis: int, *, per: str = "player") -> Array:
     """Attributions along ``axis`` -> attributions over the F input columns, each value shared
     equally among its columns (CatBoost's ``value / flatFeatures.size()``); a no-op for numeric
@@ -170,11 +181,16 @@ def to_columns(ens: ObliviousEnsemble, values: Array, axis: int, *, per: str = "
         values: P values (one per player, ``per="player"``) or E values (one per evaluated
             feature, ``per="evaluated"``, shared among all the columns it reads) along ``axis``.
         axis: the axis to map.
-        per: ``"player"`` or ``"evaluated"``.
+        per: ``"player"``, ``"evaluated"``, or ``"representative"``: P values each shared
+            among the columns its player's first evaluated feature reads (CatBoost's
+            LossFunctionChange, see ``jaximp._loss_change``).
     """
     if ens.players is None:
         return values
-    sets = ens.players if per == "player" else ens.reads
+    if per == "representative":
+        sets = tuple(ens.reads[e] for e in _representatives(ens))
+    else:
+        sets = ens.players if per == "player" else ens.reads
     moved = jnp.moveaxis(values, axis, -1)
     return jnp.moveaxis(moved @ jnp.asarray(_shares(sets, ens.n_features), moved.dtype), -1, axis)
 

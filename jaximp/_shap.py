@@ -163,15 +163,18 @@ def _gather_block(block: int, per_row: int) -> int:
     return block
 
 
-def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array) -> Array:
+def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array, *,
+                       per_player: bool = False) -> Array:
     """``f32[n, F, K]`` SHAP values of rows from their leaves ``[T, n]``: one gather per tree and
-    slot, scattered onto the slots' features."""
+    slot, scattered onto the slots' players, then shared among the players' columns
+    (``f32[n, P, K]`` per player with ``per_player``)."""
     t, d, k, _ = tab.values.shape
     leaves = leaves.astype(jnp.int32)
     gathered = jnp.take_along_axis(tab.values, leaves[:, None, None, :], axis=3)  # [T, D, K, n]
     out = jnp.zeros((ens.n_players, k, leaves.shape[1]), gathered.dtype)
     out = out.at[tab.features.reshape(-1)].add(gathered.reshape(t * d, k, -1))
-    return to_columns(ens, jnp.transpose(out, (2, 0, 1)), axis=1)
+    out = jnp.transpose(out, (2, 0, 1))
+    return out if per_player else to_columns(ens, out, axis=1)
 
 
 def values_block(tab: ShapTables, block: int) -> int:
