@@ -127,7 +127,7 @@ def _unsupported(model_json: dict) -> list[str]:
         found.append("non-symmetric (Depthwise/Lossguide) trees")
     split_types = {
         split.get("split_type", "FloatFeature")
-        for tree in model_json.get("oblivious_trees", [])
+        for tree in model_json.get("oblivious_trees") or []
         for split in tree.get("splits", [])
     }
     found += sorted(f"{t} splits" for t in split_types - set(_SPLIT_TYPES))

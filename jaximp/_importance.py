@@ -238,6 +238,9 @@ def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) 
         raise ValueError(
             f"{fn_name}: output_reduction must be None or one of {OUTPUT_REDUCTIONS}; got {output_reduction!r}"
         )
+    if max(ens.n_features, len(_interaction_features(ens)[1])) ** 2 >= 2**31:
+        raise ValueError(f"{fn_name}: the model's features must number under 46341 for a pairwise "
+                         f"[F, F] result indexed in int32; got {ens.n_features}")
     return _interaction_kernel(ens, output_reduction=output_reduction)
 
 

@@ -107,6 +107,29 @@ def as_raw_columns(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X")
         ValueError: wrong rank or column count, missing named columns, or no rows.
     """
     featurizer = ens.featurizer
+    column, n_rows = _columns_of(X, ens, fn_name, arg)
+    floats = np.empty((n_rows, len(featurizer.float_columns)), np.float32)
+    for i, j in enumerate(featurizer.float_columns):
+        floats[:, i] = _float_column(column(j), ens.feature_names[j], fn_name, arg)
+    hashes = np.empty((n_rows, len(featurizer.cat_columns)), np.int64)
+    for i, j in enumerate(featurizer.cat_columns):
+        hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
+    return RawColumns(floats, hashes)
+
+
+def display_values(X: Any, ens: ObliviousEnsemble, fn_name: str) -> np.ndarray:
+    """``object[N, F]`` the raw values of a categorical model's rows, in the model's column order
+    (for display: shap's ``Explanation.display_data``)."""
+    column, n_rows = _columns_of(X, ens, fn_name, "X")
+    out = np.empty((n_rows, ens.n_features), dtype=object)
+    for j in range(ens.n_features):
+        values = column(j)
+        out[:, j] = values.to_list() if hasattr(values, "to_list") else list(values)
+    return out
+
+
+def _columns_of(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str):
+    """``(column(j) -> the values of the model's column j, N)`` for raw rows of any form."""
     if _is_pool(X):
         raise TypeError(
             f"{fn_name}: {arg} must hold the raw categorical values; a catboost.Pool does not give "
@@ -134,13 +157,7 @@ def as_raw_columns(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X")
         n_rows = array.shape[0]
     if n_rows == 0:
         raise ValueError(f"{fn_name}: {arg} must have at least one row; got 0 rows")
-    floats = np.empty((n_rows, len(featurizer.float_columns)), np.float32)
-    for i, j in enumerate(featurizer.float_columns):
-        floats[:, i] = _float_column(column(j), ens.feature_names[j], fn_name, arg)
-    hashes = np.empty((n_rows, len(featurizer.cat_columns)), np.int64)
-    for i, j in enumerate(featurizer.cat_columns):
-        hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
-    return RawColumns(floats, hashes)
+    return column, n_rows
 
 
 def _float_column(values: Any, name: str, fn_name: str, arg: str) -> np.ndarray:

@@ -45,7 +45,7 @@ from jax import Array
 
 from jaximp import _shap_tables
 from jaximp._batching import map_rows
-from jaximp._inputs import as_features
+from jaximp._inputs import as_features, display_values
 from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
 
@@ -258,6 +258,9 @@ class Explainer:
         Returns:
             ``shap.Explanation`` with ``values`` ``f32[N, F]`` (``f32[N, F, K]``), ``base_values``
             ``f32[N]`` (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's feature names.
+            With categorical features, ``data`` holds the float columns and NaN in the
+            categorical ones (shap's plots color by number), and ``display_data`` ``object[N, F]``
+            the raw values.
         """
         try:
             import shap
@@ -267,10 +270,17 @@ class Explainer:
         x = as_features(X, self.ens, "Explainer")
         values = self.shap_values(x, batch_size=batch_size, devices=devices, fn_name="Explainer")
         expected = np.asarray(self.expected_value)
+        data, display = np.asarray(x), None
+        featurizer = self.ens.featurizer
+        if featurizer is not None:
+            display = display_values(X, self.ens, "Explainer")
+            data = np.full((x.shape[0], self.ens.n_features), np.nan, np.float32)
+            data[:, list(featurizer.float_columns)] = np.asarray(x)[:, : len(featurizer.float_columns)]
         return shap.Explanation(
             values=values,
             base_values=np.broadcast_to(expected, (x.shape[0],) + expected.shape).copy(),
-            data=np.asarray(x),
+            data=data,
+            display_data=display,
             feature_names=list(self.ens.feature_names),
         )
 
@@ -357,6 +367,9 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
         TypeError, ValueError: a bad model or rows.
     """
     _check_model(ens, "shap_interaction_values")
+    if ens.n_players ** 2 >= 2**31:
+        raise ValueError("shap_interaction_values: the model's features must number under 46341 for "
+                         f"[F, F] pairs indexed in int32; got {ens.n_players}")
     x = as_features(X, ens, "shap_interaction_values")
     dist = training_distribution(ens, x, fn_name="shap_interaction_values", batch_size=batch_size,
                                  devices=devices)

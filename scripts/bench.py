@@ -227,8 +227,82 @@ def data_workloads(model, ens, quick: bool) -> list[Workload]:
     ]
 
 
+CARDINALITIES = (3, 5, 10, 30, 100, 300, 1_000, 3_000, 10_000, 10_000)
+
+
+def categorical_rows(n: int, seed: int):
+    """``(frame, y)``: 40 float columns and 10 categorical ones of CARDINALITIES (strings)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 40)).astype(np.float32)
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(40)])
+    signal = X[:, 0] * 2 + X[:, 1] * X[:, 2] + np.sin(X[:, 3])
+    for j, k in enumerate(CARDINALITIES):
+        codes = rng.integers(0, k, n)
+        effect = np.random.default_rng(100 + j).normal(size=k)  # the same per category in every draw
+        signal += effect[codes] * (1.0 if j % 2 else 0.5)
+        frame[f"c{j}"] = np.char.add(f"c{j}_", codes.astype(str))
+    return frame, signal + 0.1 * rng.normal(size=n)
+
+
+def categorical_model(quick: bool):
+    """A cached 1000 x depth-6 CatBoost regressor on 40 float and 10 categorical columns (one-hot
+    up to 10 values, CTRs above), trained on 100k rows."""
+    import catboost
+
+    import jaximp
+
+    iterations = 100 if quick else 1000
+    path = CACHE / f"categorical-{iterations}.cbm"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        frame, y = categorical_rows(100_000, seed=0)
+        model = catboost.CatBoostRegressor(
+            iterations=iterations, depth=6, learning_rate=0.1, one_hot_max_size=10, verbose=0,
+            random_seed=0, allow_writing_files=False, cat_features=[f"c{j}" for j in range(10)],
+        ).fit(frame, y)
+        model.save_model(str(path))
+    model = catboost.CatBoostRegressor()
+    model.load_model(str(path))
+    return model, jaximp.from_catboost(model)
+
+
+def categorical_workloads(_model, _ens, quick: bool) -> list[Workload]:
+    """Issue 10: a model with categorical features (featurization included in every jaximp time)."""
+    import catboost
+
+    import jaximp
+    from jaximp._inputs import as_features
+
+    model, ens = categorical_model(quick)
+    frame, _ = categorical_rows(10_000 if quick else 100_000, seed=1)
+    cats = [f"c{j}" for j in range(10)]
+    small = frame.iloc[: len(frame) // 10]
+
+    def shap_diff(ref, ours):
+        return max_abs_diff(ref, ours)
+
+    return [
+        Workload("categorical: predict (raw)", len(frame), "CatBoost predict",
+                 lambda: model.predict(frame, prediction_type="RawFormulaVal"),
+                 lambda: ens.predict(frame), max_abs_diff),
+        Workload("categorical: featurization only (hash, one-hot, CTRs)", len(frame),
+                 "CatBoost Pool construction", lambda: catboost.Pool(frame, cat_features=cats),
+                 lambda: as_features(frame, ens, "bench"), lambda a, b: ""),
+        Workload("categorical: SHAP path-dependent", len(small), "CatBoost ShapValues Regular",
+                 lambda: model.get_feature_importance(catboost.Pool(small, cat_features=cats),
+                                                      type="ShapValues")[:, :-1],
+                 lambda: jaximp.shap_values(ens, small), shap_diff),
+        Workload("categorical: SHAP path-dependent", len(frame), "CatBoost ShapValues Regular",
+                 lambda: model.get_feature_importance(catboost.Pool(frame, cat_features=cats),
+                                                      type="ShapValues")[:, :-1],
+                 lambda: jaximp.shap_values(ens, frame), shap_diff, 1),
+    ]
+
+
 WORKLOADS = {"core": core_workloads, "model": model_workloads, "shap": shap_workloads,
-             "data": data_workloads}
+             "data": data_workloads, "categorical": categorical_workloads}
 
 
 def background_scaling(model, ens, quick: bool) -> list[dict]:

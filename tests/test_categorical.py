@@ -287,3 +287,14 @@ def test_text_features_are_refused():
     model.fit(frame, np.arange(80) % 2)
     with pytest.raises(ValueError, match="text features, which jaximp does not support"):
         jaximp.from_catboost(model)
+
+
+def test_explainer_explanation_of_categorical_rows():
+    _, ens, frame, _ = trained("combinations_2")
+    rows = frame.iloc[:20]
+    explanation = jaximp.Explainer(ens)(rows)
+    np.testing.assert_array_equal(explanation.values, jaximp.shap_values(ens, rows))
+    assert explanation.feature_names == list(frame.columns)
+    np.testing.assert_array_equal(explanation.display_data[:, 1], rows["c0"].to_numpy())
+    np.testing.assert_array_equal(explanation.data[:, 0], rows["f0"].to_numpy())
+    assert np.isnan(explanation.data[:, 1]).all()

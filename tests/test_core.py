@@ -238,6 +238,65 @@ def test_bad_models(tmp_path):
         jaximp.leaf_indices(model, np.zeros((2, 6), np.float32))
 
 
+def test_pool_columns_are_matched_by_name_or_refused(named):
+    model, ens, frame = named
+    expected = ens.predict(frame.to_numpy())
+    np.testing.assert_array_equal(ens.predict(catboost.Pool(frame[frame.columns[::-1]])), expected)
+    with pytest.raises(ValueError, match=r"missing \['f0'\]"):
+        ens.predict(catboost.Pool(frame.rename(columns={"f0": "other"})))
+
+
+def test_a_model_without_trees_is_refused():
+    X, y = make_data("regression", n=100)
+    model = catboost.CatBoostRegressor(iterations=3, depth=2, verbose=0).fit(X, y)
+    model.shrink(ntree_end=0)
+    with pytest.raises(ValueError, match="has no trees"):
+        jaximp.from_catboost(model)
+
+
+def test_a_model_file_without_its_loss_is_not_taken_for_rmse(tmp_path):
+    model, X, y, _ = train("binary", depth=3)
+    model.save_model(tmp_path / "m.json", format="json")
+    stripped = json.loads((tmp_path / "m.json").read_text())
+    stripped["model_info"].pop("params", None)
+    stripped["model_info"].pop("loss_function", None)
+    (tmp_path / "stripped.json").write_text(json.dumps(stripped))
+    ens = jaximp.from_catboost(tmp_path / "stripped.json")
+    np.testing.assert_array_equal(ens.predict(X), jaximp.from_catboost(model).predict(X))  # loss-free
+    for call in (lambda: jaximp.loss_function_change(ens, X, y),
+                 lambda: jaximp.permutation_importance(ens, X, y, n_repeats=1)):
+        with pytest.raises(ValueError, match="loss_function='RMSE'"):
+            call()
+    named = jaximp.from_catboost(tmp_path / "stripped.json", loss_function="Logloss")
+    np.testing.assert_allclose(jaximp.loss_function_change(named, X, y),
+                               jaximp.loss_function_change(jaximp.from_catboost(model), X, y), rtol=1e-6)
+
+
+def test_a_model_file_without_leaf_weights_counts_them_on_the_rows(tmp_path):
+    """CatBoost counts leaf weights on the rows it explains when the model carries none, and
+    asks for data where it needs training weights."""
+    model, X, y, _ = train("regression", depth=4)
+    model.save_model(tmp_path / "m.json", format="json")
+    stripped = json.loads((tmp_path / "m.json").read_text())
+    for tree in stripped["oblivious_trees"]:
+        tree.pop("leaf_weights")
+    (tmp_path / "stripped.json").write_text(json.dumps(stripped))
+    reference = catboost.CatBoost()
+    reference.load_model(str(tmp_path / "stripped.json"), format="json")
+    ens = jaximp.from_catboost(tmp_path / "stripped.json")
+    pool = catboost.Pool(X, y)
+    np.testing.assert_allclose(jaximp.shap_values(ens, X),
+                               reference.get_feature_importance(pool, type="ShapValues")[:, :-1],
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(jaximp.prediction_values_change(ens, X),
+                               reference.get_feature_importance(pool, type="PredictionValuesChange"),
+                               rtol=1e-5, atol=1e-4)
+    for call in (lambda: jaximp.prediction_values_change(ens), lambda: jaximp.Explainer(ens),
+                 lambda: jaximp.expected_value(ens), lambda: jaximp.split_importance(ens, "gain")):
+        with pytest.raises(ValueError, match="carries no leaf weights"):
+            call()
+
+
 def test_non_symmetric_model_is_refused():
     X, y = make_data("regression", n=200)
     model = catboost.CatBoostRegressor(iterations=3, depth=3, grow_policy="Depthwise", verbose=0).fit(X, y)
