@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from jaximp._ctr_values import CtrValues
+
 _MAGIC = np.uint64(0x4906BA494954CB65)
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # an empty slot of CatBoost's hash tables
 _COUNT_TYPES = ("Counter", "FeatureFreq")
@@ -177,6 +179,7 @@ class Featurizer:
         float_nan_fill: per float feature, the value NaN takes in a binarized combination element
             (-inf for "Min"/"AsIs", +inf for "Max").
         digest: hash of the description (equality and hashing).
+        ctr_values: evaluates the CTRs, memoizing the values of categories already seen.
     """
 
     n_columns: int
@@ -186,6 +189,7 @@ class Featurizer:
     ctrs: tuple[Ctr, ...]
     float_nan_fill: tuple[float, ...]
     digest: str
+    ctr_values: CtrValues = dataclasses.field(repr=False)
 
     def __hash__(self) -> int:
         return hash(self.digest)
@@ -249,21 +253,14 @@ class Featurizer:
             cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value.
         """
         n = floats.shape[0]
-        out = np.empty((n, self.n_evaluated), np.float32)
+        out = np.empty((self.n_evaluated, n), np.float32)  # feature-major, transposed at the end
         n_float = len(self.float_columns)
-        out[:, :n_float] = floats
+        out[:n_float] = floats.T
         for j, (c, value) in enumerate(self.one_hot):
-            out[:, n_float + j] = cat_hashes[:, c] == value
+            out[n_float + j] = cat_hashes[:, c] == value
         fill = np.asarray(self.float_nan_fill, np.float32)
-        start = n_float + len(self.one_hot)
-        for j, ctr in enumerate(self.ctrs):
-            keys = [cat_hashes[:, c] for c in ctr.cat_features]
-            for f, border in ctr.float_elements:
-                x = np.where(np.isnan(floats[:, f]), fill[f], floats[:, f])
-                keys.append((x > np.float32(border)).astype(np.int64))
-            keys += [(cat_hashes[:, c] == value).astype(np.int64) for c, value in ctr.one_hot_elements]
-            out[:, start + j] = ctr.values(projection_hash(keys, n))
-        return out
+        out[n_float + len(self.one_hot):] = self.ctr_values(floats, cat_hashes, fill)
+        return out.T
 
 
 def featurizer_from_json(model_json: dict, float_features: list[dict], nan_fill: list[float]) -> Featurizer:
@@ -294,6 +291,7 @@ def featurizer_from_json(model_json: dict, float_features: list[dict], nan_fill:
         ctrs=ctrs,
         float_nan_fill=tuple(nan_fill),
         digest=hashlib.sha256(description.encode()).hexdigest(),
+        ctr_values=CtrValues(ctrs, projection_hash),
     )
 
 

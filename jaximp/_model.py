@@ -163,10 +163,11 @@ def _shares(sets: tuple[tuple[int, ...], ...], n_columns: int) -> np.ndarray:
 def _representatives(ens: ObliviousEnsemble) -> list[int]:
     """The first evaluated feature of each player in CatBoost's order (float features that have
     borders, one-hot values, CTRs: the evaluated features' own order)."""
+    borders = np.asarray(ens.borders)
+    unused = [e < len(ens.featurizer.float_columns) and not np.isfinite(borders[e, 0])
+              for e in range(len(ens.player_of))]  # float features without borders: not in the model
     first: dict[int, int] = {}
-    for e, p in enumerate(ens.player_of):
-        if e < len(ens.featurizer.float_columns) and ens.borders.shape[1] and not np.isfinite(ens.borders[e, 0]):
-            continue  # a float feature without borders is not in the model
+    for e, p in sorted(enumerate(ens.player_of), key=lambda item: unused[item[0]]):
         first.setdefault(p, e)
     return [first[p] for p in range(len(ens.players))]
 

@@ -200,9 +200,24 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
         out = jnp.zeros((f * f, k, leaves.shape[1]), gathered.dtype)
         out = out.at[pair_features].add(gathered.reshape(t * d * d, k, -1))
         out = jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, P, P, K]
-        return to_columns(ens, to_columns(ens, out, axis=1), axis=2)
+        return _pairs_to_columns(ens, out)
 
     return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k))
+
+
+def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
+    """``[n, P, P, K]`` interaction values of players -> ``[n, F, F, K]`` of columns, as CatBoost
+    unpacks combination classes (``UnpackInternalShapInteractionValues``): a player's main effect
+    goes to the diagonal of each of its columns, shared equally; the interaction of two players
+    to every pair of their columns, divided by the product of their sizes, except a column with
+    itself (dropped, so rows no longer sum to the SHAP values there: CatBoost's numbers)."""
+    if ens.players is None:
+        return values
+    eye = jnp.eye(ens.n_players, dtype=bool)[None, :, :, None]
+    between = to_columns(ens, to_columns(ens, jnp.where(eye, 0.0, values), axis=1), axis=2)
+    between = jnp.where(jnp.eye(ens.n_features, dtype=bool)[None, :, :, None], 0.0, between)
+    main = to_columns(ens, jnp.diagonal(values, axis1=1, axis2=2), axis=2)  # [n, K, F]
+    return between + jnp.moveaxis(main, 1, -1)[:, :, None, :] * jnp.eye(ens.n_features)[None, :, :, None]
 
 
 def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int | None, devices: Any,
@@ -352,7 +367,11 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     Per tree, the Shapley interaction index of Lundberg et al. 2020 (eq. 11) over the tree's
     distinct features with the path-dependent value function: ``Phi_ij = sum_{S without i, j}
     |S|! (n - |S| - 2)! / (2 (n - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
-    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``.
+    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``. With
+    categorical features the players are CatBoost's combination classes, unpacked onto columns as
+    CatBoost does (see ``_pairs_to_columns``); where a CTR combines several categorical columns,
+    CatBoost drops the part of its interactions that falls on a column with itself, and so does
+    this function, so those rows sum to slightly less than the SHAP values.
 
     Args:
         ens: the model.

@@ -47,6 +47,8 @@ def make_target(frame: pd.DataFrame, kind: str, seed: int = 0):
     rng = np.random.default_rng(seed)
     signal = (frame.f0 + (frame.c0 == "a") + pd.to_numeric(frame.c1.str[1:], errors="coerce").fillna(0) / 20 + frame.c2 / 3
               + frame.c3.str.len() % 3 + 0.3 * rng.normal(size=len(frame))).to_numpy()
+    pair = pd.to_numeric(frame.c1.str[1:], errors="coerce").fillna(0) % 3 == 0
+    signal = signal + 2.0 * (pair ^ (frame.c3.str.len() % 2 == 0)).to_numpy()  # c1 x c3
     if kind == "regression":
         return signal
     if kind == "binary":
@@ -66,6 +68,7 @@ ZOO = {
                                                                   "BinarizedTargetMeanValue"])),
     "combinations_2": ("binary", dict(one_hot_max_size=4, max_ctr_complexity=2)),
     "combinations_4": ("regression", dict(one_hot_max_size=2, max_ctr_complexity=4, depth=5)),
+    "categorical_pairs": ("binary", dict(one_hot_max_size=1, max_ctr_complexity=3)),
     "multiclass": ("multiclass", dict(one_hot_max_size=4, max_ctr_complexity=2)),
     "multiregression": ("multiregression", dict(one_hot_max_size=255)),
 }
@@ -206,7 +209,13 @@ def test_shap_interaction_values(name):
         assert_close(got, expected[:, :-1, :-1])
 
 
-@pytest.mark.parametrize("name", ["one_hot", "ctr_types", "combinations_4", "multiclass"])
+def test_combination_classes_of_several_categorical_columns():
+    """The zoo has CTRs over several categorical columns: SHAP credits them as one player."""
+    _, ens, _, _ = trained("categorical_pairs")
+    assert any(len(player) > 1 for player in ens.players)
+
+
+@pytest.mark.parametrize("name", ["one_hot", "ctr_types", "combinations_4", "categorical_pairs", "multiclass"])
 def test_loss_function_change(name):
     model, ens, _, _ = trained(name)
     frame, y = explained(ZOO[name][0])
