@@ -4,6 +4,7 @@ The whole public API is listed here; everything else lives in private modules.
 """
 
 from jaximp._catboost import from_catboost as from_catboost
+from jaximp._dropin import get_feature_importance as get_feature_importance
 from jaximp._importance import interaction as interaction
 from jaximp._importance import prediction_values_change as prediction_values_change
 from jaximp._importance import split_importance as split_importance
@@ -24,6 +25,7 @@ __all__ = [
     "ObliviousEnsemble",
     "expected_value",
     "from_catboost",
+    "get_feature_importance",
     "interaction",
     "leaf_indices",
     "loss_function_change",
