@@ -9,8 +9,10 @@ that every kernel reads, so that every split stays ``x[e] > border``:
 
 * a float feature: the raw value (NaN treated by the kernels, as for numeric models);
 * a one-hot value ``v`` of categorical feature ``c``: ``1.0`` where ``hash(c) == v`` else ``0.0``
-  (one split at border 0.5);
-* a CTR: its value, computed here exactly as CatBoost's model calcer does.
+  (one split at border 0.5, so the value is its bin);
+* a CTR: its bin, ``#{borders < value}``, the value computed here exactly as CatBoost's model
+  calcer does (the kernels only compare bins with split thresholds, so they get the bin and
+  spend no border search on the many CTRs a model has).
 
 Hashing (CatBoost ``CalcCatFeatureHash``): a categorical value is turned into a string (``str``
 as is, integers and booleans in decimal; floats and NaN are refused, as CatBoost refuses them), hashed with CityHash64 v1.0.2 (``clickhouse-cityhash``), and its low 32 bits kept as
@@ -122,6 +124,7 @@ class Ctr:
         one_hot_elements: ``(categorical feature index, value hash)`` exact-value elements.
         prior_num, prior_denom, shift, scale: the CTR's constants (float32).
         target_border_idx: the class (Buckets) or target border (Borders) counted as "good".
+        borders: ``f32[B]`` the CTR's sorted borders (its splits are ``value > border``).
         keys: ``u64[M]`` sorted projection hashes of the table.
         counts: ``[M, S]`` the table's numbers per key (class counts, a count, or sum/count).
         counter_denominator: Counter's denominator.
@@ -136,6 +139,7 @@ class Ctr:
     shift: float
     scale: float
     target_border_idx: int
+    borders: np.ndarray
     keys: np.ndarray
     counts: np.ndarray
     counter_denominator: float
@@ -161,6 +165,11 @@ class Ctr:
         good = np.where(found, good, f32(0))
         ctr = (good + f32(self.prior_num)) / (total + f32(self.prior_denom))
         return ((ctr + f32(self.shift)) * f32(self.scale)).astype(f32)
+
+    def bins(self, key: np.ndarray) -> np.ndarray:
+        """``f32[n]`` the bin of the CTR of rows with projection hashes ``key``: the number of
+        its borders below the value (what the kernels compare split thresholds with)."""
+        return np.searchsorted(self.borders, self.values(key), side="left").astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -330,6 +339,7 @@ def _ctr(ctr: dict, ctr_data: dict) -> Ctr:
         shift=float(ctr.get("shift", 0.0)),
         scale=float(ctr.get("scale", 1.0)),
         target_border_idx=int(ctr.get("target_border_idx", 0)),
+        borders=np.asarray(ctr["borders"], np.float32),
         keys=keys[real][order],
         counts=counts[real][order],
         counter_denominator=float(table.get("counter_denominator", 0)),

@@ -1,4 +1,4 @@
-"""CTR values of many rows, with the values of the categories already seen memoized.
+"""CTR bins of many rows, with the bins of the categories already seen memoized.
 
 A CTR's value depends on a row only through its projection key: the hashes of its categorical
 values and the bits of its binarized float features and one-hot elements. Almost every CTR a
@@ -44,8 +44,8 @@ class CtrValues:
         self._tables: dict[tuple, tuple[int, np.ndarray]] = {}  # projection -> (vocab size, table)
 
     def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray) -> np.ndarray:
-        """``f32[n_ctrs, N]`` every CTR of the rows (float features ``f32[N, n_float]``, hashes
-        ``i64[N, n_cat]``, NaN fill per float feature), CTR-major."""
+        """``f32[n_ctrs, N]`` every CTR's bin for the rows (float features ``f32[N, n_float]``,
+        hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major."""
         n = floats.shape[0]
         out = np.empty((len(self._ctrs), n), np.float32)
         bits_cache: dict[tuple, np.ndarray] = {}
@@ -86,7 +86,7 @@ class CtrValues:
                     keys = [cat_hashes[:, c] for c in cats] + [bit(e).astype(np.int64) for e in elements]
                     key = self._hash(keys, n)
                     for j in members:
-                        out[j] = self._ctrs[j].values(key)
+                        out[j] = self._ctrs[j].bins(key)
         return out
 
     def _categories(self, cat: int, hashes: np.ndarray) -> np.ndarray:
@@ -117,4 +117,4 @@ class CtrValues:
         pattern = np.tile(patterns, len(vocab))
         keys = [category] + [(pattern >> (n_bits - 1 - i)) & 1 for i in range(n_bits)]
         key = self._hash(keys, len(category))
-        return np.stack([self._ctrs[j].values(key) for j in members])
+        return np.stack([self._ctrs[j].bins(key) for j in members])

@@ -24,6 +24,7 @@ import numpy as np
 
 from jaximp._catboost import from_catboost
 from jaximp._importance import interaction, prediction_values_change
+from jaximp._inputs import evaluated_from_leaves
 from jaximp._leaves import leaf_indices, predict
 from jaximp._loss_change import loss_function_change
 from jaximp._shap import expected_value, shap_interaction_values, shap_values
@@ -165,11 +166,14 @@ def get_feature_importance(
                              "CatBoost's LossFunctionChange over query groups, which jaximp does not "
                              "compute; use type='PredictionValuesChange'")
     _check_combinations(kind, data, calc, model_output, reference_data, interaction_indices)
+    pool, data = data, _readable(model, ens, data)
+    reference_data = _readable(model, ens, reference_data)
 
     if kind == "PredictionValuesChange":
-        return _per_feature(ens, prediction_values_change(ens, data), prettified)
+        weight = _labels(pool, kind, "weights", need_label=False)[1] if data is not pool else None
+        return _per_feature(ens, prediction_values_change(ens, data, sample_weight=weight), prettified)
     if kind == "LossFunctionChange":
-        y, w = _labels(data, kind, "labels")
+        y, w = _labels(pool, kind, "labels")
         return _per_feature(ens, loss_function_change(ens, data, y, sample_weight=w), prettified)
     if kind == "PredictionDiff":
         return _per_feature(ens, _prediction_diff(ens, data), prettified)
@@ -180,7 +184,7 @@ def get_feature_importance(
         return _interaction_rows(ens, prettified)
     if kind == "ShapValues":
         if reference_data is not None and model_output != "Raw":
-            values = _transformed_shap(ens, data, reference_data, model_output)
+            values = _transformed_shap(ens, data, reference_data, model_output, labelled=pool)
         else:
             values = _shap(ens, data, calc, reference_data)
         if values.ndim == 2 and prettified:
@@ -269,8 +273,26 @@ def _is_pool(data: Any) -> bool:
     return type(data).__name__ == "Pool" and type(data).__module__.startswith("catboost")
 
 
-def _labels(data: Any, kind: str, what: str) -> tuple[np.ndarray, Any]:
+def _readable(model: Any, ens: Any, data: Any) -> Any:
+    """``data`` as jaximp reads it: a ``catboost.Pool`` with categorical features keeps their raw
+    values to itself, so with a CatBoost model at hand its rows are rebuilt from the model's own
+    ``calc_leaf_indexes`` (every split's outcome; see ``evaluated_from_leaves``)."""
+    if not (_is_pool(data) and data.get_cat_feature_indices() and getattr(ens, "featurizer", None)):
+        return data
+    import catboost
+
+    if not isinstance(model, catboost.CatBoost):
+        raise TypeError(f"{_FN}: data is a catboost.Pool with categorical features, whose raw values "
+                        "only CatBoost can read: pass the CatBoost model object (not a file), or the "
+                        "DataFrame the Pool was built from")
+    return evaluated_from_leaves(ens, np.asarray(model.calc_leaf_indexes(data)))
+
+
+def _labels(data: Any, kind: str, what: str, need_label: bool = True) -> tuple[np.ndarray, Any]:
     """``(labels, weights or None)`` of a labelled Pool."""
+    if not need_label:
+        weight = np.asarray(data.get_weight(), np.float32)
+        return None, None if np.all(weight == 1.0) else weight
     label = data.get_label() if _is_pool(data) else None
     if label is None:
         got = "a Pool without labels" if _is_pool(data) else f"a {type(data).__name__}"
@@ -448,11 +470,12 @@ def _reference_rows(reference_data: Any) -> list:
         return [reference_data.iloc[b : b + 1] for b in range(len(reference_data))]
     if type(reference_data).__module__.startswith("polars"):
         return [reference_data.slice(b, 1) for b in range(reference_data.height)]
-    array = np.asarray(reference_data)
+    array = np.asanyarray(reference_data)  # keeps evaluated rows marked as such
     return [array[b : b + 1] for b in range(array.shape[0])] if array.ndim == 2 else [array]
 
 
-def _transformed_shap(ens: Any, data: Any, reference_data: Any, model_output: str) -> np.ndarray:
+def _transformed_shap(ens: Any, data: Any, reference_data: Any, model_output: str, *,
+                      labelled: Any) -> np.ndarray:
     raw_x = np.asarray(predict(ens, data), np.float64).reshape(-1, ens.n_outputs)  # [N, K]
     refs = _reference_rows(reference_data)
     raw_b = np.asarray(predict(ens, reference_data), np.float64).reshape(-1, ens.n_outputs)  # [B, K]
@@ -464,7 +487,7 @@ def _transformed_shap(ens: Any, data: Any, reference_data: Any, model_output: st
             raise ValueError(f"{_FN}: model_output='LossFunction' needs a one-output model, as in "
                              "CatBoost ('Multi-dimensional target fstr is unimplemented'); "
                              f"got {ens.n_outputs} outputs")
-        y = _loss_targets(ens, data)
+        y = _loss_targets(ens, labelled)
         t_x = _row_loss(ens, y, raw_x[:, 0])[:, None]
         t_b = _row_loss(ens, y, raw_b[None, :, 0])[..., None]  # [N, B, 1]
     n, k = raw_x.shape

@@ -117,6 +117,33 @@ def as_raw_columns(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X")
     return RawColumns(floats, hashes)
 
 
+def evaluated_from_leaves(ens: ObliviousEnsemble, leaves: np.ndarray) -> EvaluatedRows:
+    """``f32[N, E]`` evaluated rows that reach the given leaves ``i[N, T]`` in every tree.
+
+    For rows that only CatBoost can read (a ``catboost.Pool`` with categorical features keeps
+    their raw values), ``model.calc_leaf_indexes(pool)`` gives every split's outcome: bit ``d``
+    of a row's leaf in tree ``t``. Each evaluated feature then gets the smallest bin that every
+    split on it agrees with (``bin > threshold`` where the bit is set), and a value in that bin:
+    the bin itself for the features that hold bins, else the bin's upper border (``+inf`` past
+    the last). Every kernel then sees exactly CatBoost's leaves.
+    """
+    t, d = np.nonzero(np.asarray(ens.split_mask))
+    feature = np.asarray(ens.split_features)[t, d]
+    threshold = np.asarray(ens.split_bins)[t, d]
+    outcome = (np.asarray(leaves)[:, t] >> d) & 1  # [N, S]
+    bins = np.zeros((leaves.shape[0], ens.n_evaluated), np.int64)
+    order = np.argsort(feature, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(feature[order]) != 0]) if len(order) else np.zeros(0, int)
+    lower = np.where(outcome[:, order] == 1, threshold[order] + 1, 0)
+    if len(order):
+        bins[:, feature[order][starts]] = np.maximum.reduceat(lower, starts, axis=1)
+    searched = ens.n_evaluated if ens.n_searched is None else ens.n_searched
+    borders = np.concatenate([np.asarray(ens.borders), np.full((ens.n_evaluated, 1), np.inf, np.float32)], 1)
+    values = bins.astype(np.float32)
+    values[:, :searched] = borders[np.arange(searched)[None, :], bins[:, :searched]]
+    return values.view(EvaluatedRows)
+
+
 def display_values(X: Any, ens: ObliviousEnsemble, fn_name: str) -> np.ndarray:
     """``object[N, F]`` the raw values of a categorical model's rows, in the model's column order
     (for display: shap's ``Explanation.display_data``)."""

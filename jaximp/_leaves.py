@@ -41,31 +41,42 @@ _FENCES = 31  # borders every value is compared with at once before the binary s
 
 
 def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
-    """``[F, n]`` bin of each value against its feature's borders (NaN per the model's mode).
+    """``[E, n]`` bin of each value against its feature's borders (NaN per the model's mode).
 
     Each feature's borders are padded with ``+inf`` to ``P - 1``, ``P`` a power of two. A value
     is first compared with 31 evenly spaced borders at once (a vectorized count, which narrows
     it to one of 32 runs of borders), then binary-searched inside its run: ``log2(P) - 5``
     gathers instead of ``log2(P)``. Call it on all the rows of a step and consume the result in
     a per-block loop: with no loop between them, XLA fuses the search into every gather of its
-    result (pass ``fused=True`` there).
+    result (pass ``fused=True`` there). The evaluated features of a categorical model after its
+    float features (one-hot values, CTRs) arrive as bins already (``ens.n_searched``).
 
     Args:
         ens: the model.
-        x: ``f32[n, F]`` rows.
+        x: ``f32[n, E]`` rows.
         fused: the result feeds gathers in the same XLA computation: use a binary search in
             a loop (slower, but never fused into its consumers) instead.
 
     Returns:
-        ``u8[F, n]`` (or ``i32`` for more than 254 borders) with ``bin = #{borders < x}``.
+        ``u8[E, n]`` (or ``i32`` for more than 254 borders) with ``bin = #{borders < x}``.
     """
-    x = jnp.where(jnp.isnan(x), nan_fill_values(ens), x).T  # [F, n]
+    if ens.n_searched is None:
+        return _search(ens.borders, nan_fill_values(ens), x, bin_dtype(ens), fused)
+    searched = ens.n_searched
+    head = _search(ens.borders[:searched], nan_fill_values(ens)[:searched], x[:, :searched],
+                   bin_dtype(ens), fused)
+    return jnp.concatenate([head, x[:, searched:].T.astype(bin_dtype(ens))])
+
+
+def _search(borders: Array, nan_fill: Array, x: Array, dtype: Any, fused: bool) -> Array:
+    """``[F, n]`` ``#{borders[f] < x[:, f]}`` (see :func:`quantize`)."""
+    x = jnp.where(jnp.isnan(x), nan_fill, x).T  # [F, n]
     if fused:
         search = lambda b, col: jnp.searchsorted(b, col, side="left", method="scan")  # noqa: E731
-        return jax.vmap(search)(ens.borders, x).astype(bin_dtype(ens))
-    n_features, n_borders = ens.borders.shape
+        return jax.vmap(search)(borders, x).astype(dtype)
+    n_features, n_borders = borders.shape
     size = 1 << n_borders.bit_length()  # > n_borders, so the last entry is always padding
-    table = jnp.pad(ens.borders, ((0, 0), (0, size - n_borders)), constant_values=jnp.inf)
+    table = jnp.pad(borders, ((0, 0), (0, size - n_borders)), constant_values=jnp.inf)
     run = max(1, size // (_FENCES + 1))
     fences = table[:, run - 1 : size - 1 : run]  # [F, min(31, size - 1)]
     bins = run * jnp.sum(x[:, :, None] > fences[:, None, :], axis=-1, dtype=jnp.int32)
@@ -75,7 +86,7 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
     while step:
         bins = bins + step * (flat[offsets + bins + (step - 1)] < x)
         step //= 2
-    return bins.astype(bin_dtype(ens))
+    return bins.astype(dtype)
 
 
 def tree_leaves_from_bins(ens: ObliviousEnsemble, bins: Array) -> Array:

@@ -64,6 +64,10 @@ class ObliviousEnsemble:
             categorical columns only, but PredictionValuesChange to every element's column.
         leaf_weights_known: False when the model file carries no leaf weights (``leaf_weights``
             is then 0, and what needs training weights must count them on data, as CatBoost does).
+        n_searched: None when every evaluated feature holds raw values; else the first
+            ``n_searched`` (the float features) do, and the others hold their bin already
+            (``#{borders < value}``, computed by the featurizer), so no border search is spent
+            on the many CTRs of a categorical model.
     """
 
     split_features: Array
@@ -85,6 +89,7 @@ class ObliviousEnsemble:
     player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
     reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
     leaf_weights_known: bool = dataclasses.field(default=True, metadata=dict(static=True))
+    n_searched: int | None = dataclasses.field(default=None, metadata=dict(static=True))
 
     @property
     def n_trees(self) -> int:

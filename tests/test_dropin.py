@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import train
+from test_categorical import CAT, make_frame, make_target
 
 import jaximp
 from jaximp import _dropin
@@ -44,12 +45,28 @@ def _named():
     return named, frame, y
 
 
-# (name, builder -> (model, X, y)): add categorical / Depthwise models here.
+def _categorical(kind):
+    """A model with one-hot and CTR splits on raw categorical columns (frames and Pools with
+    cat_features, which jaximp reads through CatBoost's own leaf indices)."""
+    def build():
+        frame = make_frame(300, seed=0)
+        y = make_target(frame, kind)
+        model = catboost.CatBoost(dict(loss_function={"binary": "Logloss", "multiclass": "MultiClass"}[kind],
+                                       iterations=8, depth=4, random_seed=0, verbose=0, thread_count=1,
+                                       allow_writing_files=False, cat_features=CAT, one_hot_max_size=4,
+                                       max_ctr_complexity=1))
+        return model.fit(frame, y), frame, y
+    return build
+
+
+# (name, builder -> (model, X, y)): add Depthwise models here.
 MODELS = [
     ("regression", _numeric("regression")),
     ("binary", _numeric("binary")),
     ("multiclass", _numeric("multiclass")),
     ("multiregression", _numeric("multiregression")),
+    ("categorical", _categorical("binary")),
+    ("categorical_multiclass", _categorical("multiclass")),
 ]
 NAMES = [name for name, _ in MODELS]
 _BUILT: dict = {}
@@ -63,8 +80,9 @@ def model_of(name):
 
 def pools(name):
     model, X, y = model_of(name)
-    data = catboost.Pool(X[:N_ROWS], y[:N_ROWS])
-    reference = catboost.Pool(X[100 : 100 + N_REFERENCE])
+    cats = CAT if isinstance(X, pd.DataFrame) and "c0" in X else None
+    data = catboost.Pool(X[:N_ROWS], y[:N_ROWS], cat_features=cats)
+    reference = catboost.Pool(X[100 : 100 + N_REFERENCE], cat_features=cats)
     return model, data, reference
 
 
@@ -158,7 +176,7 @@ def test_shap_values_prettified(name):
 def test_shap_values_reference_data(name, output):
     model, data, reference = pools(name)
     kwargs = dict(data=data, type="ShapValues", reference_data=reference, model_output=output)
-    if output == "LossFunction" and name in ("multiclass", "multiregression"):
+    if output == "LossFunction" and "multi" in name:
         with pytest.raises(catboost.CatBoostError):  # CatBoost: internal error / bad_cast
             model.get_feature_importance(**kwargs)
         with pytest.raises(ValueError, match="one-output model"):
@@ -199,7 +217,7 @@ def test_shap_interaction_values_pair_by_name():
         get_feature_importance(model, data, "ShapInteractionValues", interaction_indices=[1, 2]))
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "multiclass"])
+@pytest.mark.parametrize("name", [n for n in NAMES if "multiclass" not in n])
 @pytest.mark.parametrize("prettified", [False, True])
 def test_interaction(name, prettified):
     model, _, _ = pools(name)
