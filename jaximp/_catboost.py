@@ -281,7 +281,7 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
         player_of=player_of,
         reads=reads,
         leaf_weights_known=weights_known,
-        n_searched=None if featurizer is None else len(float_features),
+        n_searched=None if featurizer is None else 0,
     )
 
 

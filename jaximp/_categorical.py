@@ -9,10 +9,12 @@ that every kernel reads, so that every split stays ``x[e] > border``:
 
 * a float feature: the raw value (NaN treated by the kernels, as for numeric models);
 * a one-hot value ``v`` of categorical feature ``c``: ``1.0`` where ``hash(c) == v`` else ``0.0``
-  (one split at border 0.5, so the value is its bin);
-* a CTR: its bin, ``#{borders < value}``, the value computed here exactly as CatBoost's model
-  calcer does (the kernels only compare bins with split thresholds, so they get the bin and
-  spend no border search on the many CTRs a model has).
+  (one split at border 0.5);
+* a CTR: its value, computed here exactly as CatBoost's model calcer does.
+
+The kernels only compare bins with split thresholds (``bin = #{borders < value}``), so the
+featurizer hands them bins directly (``u8``): no border search is spent on the many CTRs a model
+has, and the rows move 4 times fewer bytes than float values would.
 
 Hashing (CatBoost ``CalcCatFeatureHash``): a categorical value is turned into a string (``str``
 as is, integers and booleans in decimal; floats and NaN are refused, as CatBoost refuses them), hashed with CityHash64 v1.0.2 (``clickhouse-cityhash``), and its low 32 bits kept as
@@ -188,6 +190,8 @@ class Featurizer:
         float_nan_fill: per float feature, the value NaN takes in a binarized combination element
             (-inf for "Min"/"AsIs", +inf for "Max").
         digest: hash of the description (equality and hashing).
+        float_borders: each float feature's sorted borders (its bins are counted here).
+        bin_dtype: ``uint8``, or ``int32`` when a feature has more than 254 borders.
         ctr_values: evaluates the CTRs, memoizing the values of categories already seen.
     """
 
@@ -198,6 +202,8 @@ class Featurizer:
     ctrs: tuple[Ctr, ...]
     float_nan_fill: tuple[float, ...]
     digest: str
+    float_borders: tuple[np.ndarray, ...] = dataclasses.field(repr=False)
+    bin_dtype: Any = dataclasses.field(repr=False)
     ctr_values: CtrValues = dataclasses.field(repr=False)
 
     def __hash__(self) -> int:
@@ -255,19 +261,22 @@ class Featurizer:
         return tuple(internal_of), tuple(credited)
 
     def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray) -> np.ndarray:
-        """``f32[N, E]`` evaluated features.
+        """``[N, E]`` the bin of every evaluated feature: ``#{borders < value}``, as ``u8`` (``i32``
+        when a feature has more than 254 borders).
 
         Args:
             floats: ``f32[N, n_float]`` the float features, in float-feature order.
             cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value.
         """
         n = floats.shape[0]
-        out = np.empty((self.n_evaluated, n), np.float32)  # feature-major, transposed at the end
+        out = np.empty((self.n_evaluated, n), self.bin_dtype)  # feature-major, transposed at the end
+        fill = np.asarray(self.float_nan_fill, np.float32)
+        for f, borders in enumerate(self.float_borders):  # NaN per the feature's mode
+            column = np.where(np.isnan(floats[:, f]), fill[f], floats[:, f])
+            out[f] = np.searchsorted(borders, column, side="left")
         n_float = len(self.float_columns)
-        out[:n_float] = floats.T
         for j, (c, value) in enumerate(self.one_hot):
             out[n_float + j] = cat_hashes[:, c] == value
-        fill = np.asarray(self.float_nan_fill, np.float32)
         out[n_float + len(self.one_hot):] = self.ctr_values(floats, cat_hashes, fill)
         return out.T
 
@@ -292,6 +301,8 @@ def featurizer_from_json(model_json: dict, float_features: list[dict], nan_fill:
         sort_keys=True,
     )
     n_columns = len(float_features) + len(cats)
+    float_borders = tuple(np.asarray(f.get("borders", []), np.float32) for f in float_features)
+    most_borders = max([1] + [len(b) for b in float_borders] + [len(c.borders) for c in ctrs])
     return Featurizer(
         n_columns=n_columns,
         float_columns=tuple(f["flat_feature_index"] for f in float_features),
@@ -300,6 +311,8 @@ def featurizer_from_json(model_json: dict, float_features: list[dict], nan_fill:
         ctrs=ctrs,
         float_nan_fill=tuple(nan_fill),
         digest=hashlib.sha256(description.encode()).hexdigest(),
+        float_borders=float_borders,
+        bin_dtype=np.uint8 if most_borders < 255 else np.int32,
         ctr_values=CtrValues(ctrs, projection_hash),
     )
 

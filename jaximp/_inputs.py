@@ -32,8 +32,8 @@ def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") ->
 
     Returns:
         ``f32[N, F]``: a NumPy array, or a JAX array when ``X`` is one (kept on its device).
-        For a model with categorical features, ``f32[N, E]`` NumPy: the evaluated split
-        features (see :func:`as_raw_columns`).
+        For a model with categorical features, ``u8[N, E]`` NumPy: the bins of its evaluated
+        split features (see :func:`as_raw_columns` and ``jaximp._categorical``).
 
     Raises:
         TypeError: an unsupported type or non-numeric data.
@@ -84,12 +84,13 @@ class RawColumns(NamedTuple):
 
 
 class EvaluatedRows(np.ndarray):
-    """``f32[N, E]`` evaluated split features of a categorical model's rows: a NumPy array
-    marked as already checked and featurized, so that passing it on does not featurize again."""
+    """``u8[N, E]`` (or ``i32``) the bins of a categorical model's evaluated split features: a
+    NumPy array marked as already checked and featurized, so that passing it on does not
+    featurize again."""
 
 
 def featurize(ens: ObliviousEnsemble, raw: RawColumns) -> EvaluatedRows:
-    """``f32[N, E]`` the evaluated split features of checked raw rows."""
+    """``u8[N, E]`` (or ``i32``) the bins of the evaluated split features of checked raw rows."""
     return ens.featurizer(raw.floats, raw.cat_hashes).view(EvaluatedRows)
 
 
@@ -123,8 +124,8 @@ def evaluated_from_leaves(ens: ObliviousEnsemble, leaves: np.ndarray) -> Evaluat
     For rows that only CatBoost can read (a ``catboost.Pool`` with categorical features keeps
     their raw values), ``model.calc_leaf_indexes(pool)`` gives every split's outcome: bit ``d``
     of a row's leaf in tree ``t``. Each evaluated feature then gets the smallest bin that every
-    split on it agrees with (``bin > threshold`` where the bit is set), and a value in that bin:
-    the bin itself for the features that hold bins, else the bin's upper border (``+inf`` past
+    split on it agrees with (``bin > threshold`` where the bit is set): the bin itself for a
+    categorical model's featurized rows, else a value in that bin, its upper border (``+inf`` past
     the last). Every kernel then sees exactly CatBoost's leaves.
     """
     t, d = np.nonzero(np.asarray(ens.split_mask))
@@ -137,11 +138,10 @@ def evaluated_from_leaves(ens: ObliviousEnsemble, leaves: np.ndarray) -> Evaluat
     lower = np.where(outcome[:, order] == 1, threshold[order] + 1, 0)
     if len(order):
         bins[:, feature[order][starts]] = np.maximum.reduceat(lower, starts, axis=1)
-    searched = ens.n_evaluated if ens.n_searched is None else ens.n_searched
+    if ens.n_searched is not None:  # the kernels take the bins themselves
+        return bins.astype(ens.featurizer.bin_dtype).view(EvaluatedRows)
     borders = np.concatenate([np.asarray(ens.borders), np.full((ens.n_evaluated, 1), np.inf, np.float32)], 1)
-    values = bins.astype(np.float32)
-    values[:, :searched] = borders[np.arange(searched)[None, :], bins[:, :searched]]
-    return values.view(EvaluatedRows)
+    return borders[np.arange(ens.n_evaluated)[None, :], bins].view(EvaluatedRows)
 
 
 def display_values(X: Any, ens: ObliviousEnsemble, fn_name: str) -> np.ndarray:

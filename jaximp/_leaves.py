@@ -63,9 +63,12 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
     if ens.n_searched is None:
         return _search(ens.borders, nan_fill_values(ens), x, bin_dtype(ens), fused)
     searched = ens.n_searched
+    binned = x[:, searched:].T.astype(bin_dtype(ens))
+    if not searched:
+        return binned
     head = _search(ens.borders[:searched], nan_fill_values(ens)[:searched], x[:, :searched],
                    bin_dtype(ens), fused)
-    return jnp.concatenate([head, x[:, searched:].T.astype(bin_dtype(ens))])
+    return jnp.concatenate([head, binned])
 
 
 def _search(borders: Array, nan_fill: Array, x: Array, dtype: Any, fused: bool) -> Array:

@@ -65,9 +65,9 @@ class ObliviousEnsemble:
         leaf_weights_known: False when the model file carries no leaf weights (``leaf_weights``
             is then 0, and what needs training weights must count them on data, as CatBoost does).
         n_searched: None when every evaluated feature holds raw values; else the first
-            ``n_searched`` (the float features) do, and the others hold their bin already
-            (``#{borders < value}``, computed by the featurizer), so no border search is spent
-            on the many CTRs of a categorical model.
+            ``n_searched`` do and the others hold their bin already (``#{borders < value}``).
+            The featurizer of a categorical model computes every bin (0 searched), so no border
+            search is spent on the many CTRs such a model has.
     """
 
     split_features: Array

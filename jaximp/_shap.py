@@ -45,7 +45,7 @@ from jax import Array
 
 from jaximp import _shap_tables
 from jaximp._batching import map_rows
-from jaximp._inputs import as_features, display_values
+from jaximp._inputs import as_features, as_raw_columns, display_values
 from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
 
@@ -290,7 +290,7 @@ class Explainer:
         if featurizer is not None:
             display = display_values(X, self.ens, "Explainer")
             data = np.full((x.shape[0], self.ens.n_features), np.nan, np.float32)
-            data[:, list(featurizer.float_columns)] = np.asarray(x)[:, : len(featurizer.float_columns)]
+            data[:, list(featurizer.float_columns)] = as_raw_columns(X, self.ens, "Explainer").floats
         return shap.Explanation(
             values=values,
             base_values=np.broadcast_to(expected, (x.shape[0],) + expected.shape).copy(),
