@@ -154,42 +154,75 @@ def prediction_values_change(
 # Interaction
 
 
-@functools.partial(jax.jit, static_argnames=("output_reduction",))
-def _interaction_kernel(ens: ObliviousEnsemble, *, output_reduction: str) -> Array:
+def _pair_scores(ens: ObliviousEnsemble, output_reduction: str) -> Array:
+    """``f32[T, D, D]`` the interaction score of each tree's pair of depths ``a < b`` (0 elsewhere).
+
+    ``delta[t, a, b, k] = sum_l s_ab(l) v[t, l, k]`` with ``s_ab = +1`` where bits a and b differ,
+    else -1; the score is ``|sum_k delta|`` ("sum") or ``sum_k |delta|`` ("abs").
+    """
     depth = ens.depth
     bits = (np.arange(ens.n_leaves)[None, :] >> np.arange(depth)[:, None]) & 1
     sign = jnp.asarray(1 - 2 * bits, jnp.float32)  # [D, L]: +1 where bit d is 0, -1 where 1
-    # delta[t, a, b, k] = sum_l s_ab(l) v[t, l, k], s_ab = +1 where bits a and b differ, else -1.
     delta = -jnp.einsum("al,bl,tlk->tabk", sign, sign, ens.leaf_values)
     if output_reduction == "sum":
         score = jnp.abs(jnp.sum(delta, axis=-1))
     else:
         score = jnp.sum(jnp.abs(delta), axis=-1)
-    internal_of, credit = _interaction_features(ens)
-    internal = jnp.asarray(internal_of, jnp.int32)[ens.split_features]  # [T, D]
-    n_internal = credit.shape[0]
-    fa, fb = internal[:, :, None], internal[:, None, :]
     upper = np.triu(np.ones((depth, depth), bool), k=1)
-    keep = upper & ens.split_mask[:, :, None] & ens.split_mask[:, None, :] & (fa != fb)
-    score = jnp.where(keep, score, 0.0)
-    flat = jnp.broadcast_to(fa * n_internal + fb, score.shape)
-    pairs = jax.ops.segment_sum(score.ravel(), flat.ravel(), num_segments=n_internal * n_internal)
-    pairs = credit.T @ pairs.reshape(n_internal, n_internal) @ credit  # [F, F] ordered pairs
-    pairs = jnp.where(np.eye(ens.n_features, dtype=bool), 0.0, pairs)  # a column with itself
-    return 100.0 * _safe_div(pairs + pairs.T, jnp.sum(score))
+    return jnp.where(upper & ens.split_mask[:, :, None] & ens.split_mask[:, None, :], score, 0.0)
 
 
-def _interaction_features(ens: ObliviousEnsemble) -> tuple[tuple[int, ...], np.ndarray]:
-    """``(internal feature of each evaluated feature [E], f32[I, F] each internal feature's
-    share of credit per column)``: the columns themselves for numeric models, CatBoost's
-    internal features for categorical ones (``Featurizer.interaction_features``)."""
-    if ens.featurizer is None:
-        return tuple(range(ens.n_features)), np.eye(ens.n_features, dtype=np.float32)
+@functools.partial(jax.jit, static_argnames=("output_reduction",))
+def _interaction_kernel(ens: ObliviousEnsemble, *, output_reduction: str) -> Array:
+    fa, fb = ens.split_features[:, :, None], ens.split_features[:, None, :]
+    score = jnp.where(fa != fb, _pair_scores(ens, output_reduction), 0.0)
+    n_features = ens.n_features
+    lo, hi = jnp.minimum(fa, fb), jnp.maximum(fa, fb)
+    flat = jnp.broadcast_to(lo * n_features + hi, score.shape)
+    pairs = jax.ops.segment_sum(score.ravel(), flat.ravel(), num_segments=n_features * n_features)
+    pairs = pairs.reshape(n_features, n_features)
+    return 100.0 * _safe_div(pairs + pairs.T, jnp.sum(pairs))
+
+
+def _categorical_interaction(ens: ObliviousEnsemble, output_reduction: str) -> Array:
+    """CatBoost's ``CalcFeatureInteraction`` for a model with categorical features, number for number.
+
+    The scores are summed per pair of CatBoost's internal features (float features, one-hot
+    features, CTRs: ``Featurizer.interaction_features``), the pair ordered by the features'
+    first appearance in the model's splits; each internal pair's score is then shared over the
+    pairs of their credited columns, ``score / (|R1| |R2|)`` each, a column with itself dropped
+    (but counted in the total). CatBoost's loop swaps its outer column into the smaller of the
+    two whenever the inner one is smaller, and keeps it swapped for the rest of the inner loop;
+    the same walk is reproduced here, so a CTR over a categorical column and a binarized float
+    feature credits its pairs exactly as CatBoost does. Computed on the host from the device's
+    per-tree scores (not differentiable in the leaf values, unlike the numeric path).
+    """
     internal_of, credited = ens.featurizer.interaction_features()
-    credit = np.zeros((len(credited), ens.n_features), np.float32)
-    for i, columns in enumerate(credited):
-        np.add.at(credit[i], list(columns), 1.0 / max(1, len(columns)))
-    return internal_of, credit
+    internal = np.asarray(internal_of)[np.asarray(ens.split_features)]  # [T, D]
+    mask = np.asarray(ens.split_mask)
+    score = np.asarray(jax.jit(_pair_scores, static_argnums=1)(ens, output_reduction), np.float64)
+    order = internal[mask]  # every split in the model's order: trees, then depths
+    rank = np.full(len(credited), len(credited))
+    rank[order[::-1]] = np.arange(len(order))[::-1]  # first appearance
+    t, a, b = np.nonzero((score > 0) & (internal[:, :, None] != internal[:, None, :]))
+    i, j = internal[t, a], internal[t, b]
+    i, j = np.where(rank[i] <= rank[j], i, j), np.where(rank[i] <= rank[j], j, i)
+    n_internal = len(credited)
+    keys, inverse = np.unique(i * n_internal + j, return_inverse=True)
+    sums = np.bincount(inverse, weights=score[t, a, b], minlength=len(keys))
+    total = score[np.triu(np.ones(score.shape[1:], bool), 1)[None] & (internal[:, :, None] != internal[:, None, :])].sum()
+    pairs = np.zeros((ens.n_features, ens.n_features))
+    for key, value in zip(keys.tolist(), sums.tolist()):
+        first, second = credited[key // n_internal], credited[key % n_internal]
+        for f in first:
+            for g in second:
+                if f == g:
+                    continue
+                if g < f:
+                    f, g = g, f  # CatBoost's swap, which outlives the inner iteration
+                pairs[f, g] += value / (len(first) * len(second))
+    pairs = 100.0 * pairs / total if total > 0 else pairs
+    return jnp.asarray(pairs + pairs.T, jnp.float32)
 
 
 def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) -> Array:
@@ -238,9 +271,11 @@ def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) 
         raise ValueError(
             f"{fn_name}: output_reduction must be None or one of {OUTPUT_REDUCTIONS}; got {output_reduction!r}"
         )
-    if max(ens.n_features, len(_interaction_features(ens)[1])) ** 2 >= 2**31:
+    if ens.n_features**2 >= 2**31:
         raise ValueError(f"{fn_name}: the model's features must number under 46341 for a pairwise "
                          f"[F, F] result indexed in int32; got {ens.n_features}")
+    if ens.featurizer is not None:
+        return _categorical_interaction(ens, output_reduction)
     return _interaction_kernel(ens, output_reduction=output_reduction)
 
 

@@ -172,6 +172,21 @@ def test_prediction_values_change(name):
                  model.get_feature_importance(pool(rows), type="PredictionValuesChange"))
 
 
+@pytest.mark.parametrize("name", [n for n in ZOO if n != "multiclass"])
+def test_interaction(name):
+    """CatBoost's Interaction rows, also where its walk over a CTR's columns credits pairs
+    unevenly (CTRs over a categorical column and binarized float features) and where one-hot
+    splits are credited to no column (the scores then sum to less than 100). MultiClass scores
+    are CatBoost's float rounding noise (see jaximp.interaction)."""
+    model, ens, _, _ = trained(name)
+    rows = model.get_feature_importance(type="Interaction")
+    matrix = np.asarray(jaximp.interaction(ens))
+    np.testing.assert_allclose(matrix[rows[:, 0].astype(int), rows[:, 1].astype(int)], rows[:, 2],
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.triu(matrix, 1).sum(), rows[:, 2].sum(), rtol=1e-5)
+    np.testing.assert_array_equal(matrix, matrix.T)
+
+
 def catboost_shap(model, data, **kw):
     out = np.asarray(model.get_feature_importance(data, type="ShapValues", **kw))
     out = out[:, None, :] if out.ndim == 2 else out  # [N, K, F + 1]
