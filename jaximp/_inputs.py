@@ -119,7 +119,8 @@ def as_raw_columns(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X")
 
 
 def evaluated_from_leaves(ens: ObliviousEnsemble, leaves: np.ndarray) -> EvaluatedRows:
-    """``f32[N, E]`` evaluated rows that reach the given leaves ``i[N, T]`` in every tree.
+    """``[N, E]`` evaluated rows that reach the given leaves ``i[N, T]`` in every tree: bins
+    (``u8``) for a categorical model, float values (``f32``) for a numeric one.
 
     For rows that only CatBoost can read (a ``catboost.Pool`` with categorical features keeps
     their raw values), ``model.calc_leaf_indexes(pool)`` gives every split's outcome: bit ``d``
