@@ -271,13 +271,14 @@ class Featurizer:
         n = floats.shape[0]
         out = np.empty((self.n_evaluated, n), self.bin_dtype)  # feature-major, transposed at the end
         fill = np.asarray(self.float_nan_fill, np.float32)
+        nan = np.isnan(floats)
         for f, borders in enumerate(self.float_borders):  # NaN per the feature's mode
-            column = np.where(np.isnan(floats[:, f]), fill[f], floats[:, f])
-            out[f] = np.searchsorted(borders, column, side="left")
+            column = floats[:, f]
+            out[f] = np.searchsorted(borders, np.where(nan[:, f], fill[f], column) if nan[:, f].any() else column)
         n_float = len(self.float_columns)
         for j, (c, value) in enumerate(self.one_hot):
             out[n_float + j] = cat_hashes[:, c] == value
-        out[n_float + len(self.one_hot):] = self.ctr_values(floats, cat_hashes, fill)
+        out[n_float + len(self.one_hot):] = self.ctr_values(floats, cat_hashes, fill, self.bin_dtype)
         return out.T
 
 

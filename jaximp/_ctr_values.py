@@ -24,6 +24,18 @@ import numpy as np
 _MAX_BITS = 12  # a projection with more bits than this hashes every row instead
 
 
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes i[n], distinct values)`` with ``distinct[codes] == values`` (a hash table in
+    pandas when it is installed, else a sort)."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        distinct, codes = np.unique(values, return_inverse=True)
+        return codes, distinct
+    codes, distinct = pd.factorize(values)
+    return codes, np.asarray(distinct)
+
+
 class CtrValues:
     """Evaluates the CTRs of a featurizer, grouped by projection.
 
@@ -43,11 +55,12 @@ class CtrValues:
         self._vocab: dict[int, np.ndarray] = {}  # categorical feature -> sorted known hashes
         self._tables: dict[tuple, tuple[int, np.ndarray]] = {}  # projection -> (vocab size, table)
 
-    def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray) -> np.ndarray:
-        """``f32[n_ctrs, N]`` every CTR's bin for the rows (float features ``f32[N, n_float]``,
-        hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major."""
+    def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray,
+                 dtype: Any = np.uint8) -> np.ndarray:
+        """``[n_ctrs, N]`` every CTR's bin (``dtype``) for the rows (float features
+        ``f32[N, n_float]``, hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major."""
         n = floats.shape[0]
-        out = np.empty((len(self._ctrs), n), np.float32)
+        out = np.empty((len(self._ctrs), n), dtype)
         bits_cache: dict[tuple, np.ndarray] = {}
         float_columns = np.ascontiguousarray(floats.T)
         has_nan = np.isnan(float_columns).any(axis=1)
@@ -63,50 +76,55 @@ class CtrValues:
                     bits_cache[element] = (cat_hashes[:, index] == value).view(np.uint8)
             return bits_cache[element]
 
-        ids_cache: dict[int, np.ndarray] = {}
+        shifted: dict[tuple[int, int], np.ndarray] = {}
 
-        def ids_of(cat: int) -> np.ndarray:  # each row's category in the column's vocabulary
-            if cat not in ids_cache:
-                ids_cache[cat] = self._categories(cat, cat_hashes[:, cat])
-            return ids_cache[cat]
+        def shifted_ids(cat: int, n_bits: int) -> np.ndarray:  # each row's category, << n_bits
+            if (cat, n_bits) not in shifted:
+                if (cat, 0) not in shifted:
+                    shifted[cat, 0] = self._categories(cat, cat_hashes[:, cat])
+                shifted[cat, n_bits] = shifted[cat, 0] << n_bits
+            return shifted[cat, n_bits]
 
         with self._lock:
             for (cats, float_elements, one_hot_elements), members in self._groups:
                 elements = [("f", f, b) for f, b in float_elements] + [("c", c, v) for c, v in one_hot_elements]
                 if len(cats) == 1 and len(elements) <= _MAX_BITS:
-                    index = ids_of(cats[0]) << len(elements)
-                    for i, element in enumerate(elements):  # the bit pattern, first element highest
-                        index |= bit(element).astype(np.int32) << (len(elements) - 1 - i)
-                    table = self._dense(cats[0], elements, members)  # [len(members), V 2**b]
-                    if len(members) == 1:
-                        out[members[0]] = table[0][index]
-                    else:
-                        out[members] = table[:, index]
-                else:
+                    index = shifted_ids(cats[0], len(elements))
+                    if elements:  # the bit pattern, first element highest
+                        pattern = bit(elements[0]).astype(np.uint16)
+                        for element in elements[1:]:
+                            pattern <<= 1
+                            pattern |= bit(element)
+                        index = index | pattern
+                    table = self._dense(cats[0], elements, members, dtype)  # [len(members), V 2**b]
+                    for row, j in enumerate(members):
+                        np.take(table[row], index, out=out[j])
+                else:  # several categorical columns: the rows' distinct keys, looked up once
                     keys = [cat_hashes[:, c] for c in cats] + [bit(e).astype(np.int64) for e in elements]
-                    key = self._hash(keys, n)
+                    codes, distinct = _factorize(self._hash(keys, n))
                     for j in members:
-                        out[j] = self._ctrs[j].bins(key)
+                        np.take(self._ctrs[j].bins(distinct).astype(dtype), codes, out=out[j])
         return out
 
     def _categories(self, cat: int, hashes: np.ndarray) -> np.ndarray:
-        """``i64[n]`` the position of each hash in the column's vocabulary, extended first with
+        """``i32[n]`` the position of each hash in the column's vocabulary, extended first with
         the hashes it lacks."""
+        codes, distinct = _factorize(hashes)
         vocab = self._vocab.get(cat, np.zeros(0, np.int64))
-        ids = np.searchsorted(vocab, hashes).astype(np.int32)
-        if len(vocab) and (vocab[np.minimum(ids, len(vocab) - 1)] == hashes).all():
-            return ids
-        vocab = np.union1d(vocab, hashes)
-        self._vocab[cat] = vocab
-        return np.searchsorted(vocab, hashes).astype(np.int32)
+        at = np.searchsorted(vocab, distinct)
+        if not (len(vocab) and (vocab[np.minimum(at, len(vocab) - 1)] == distinct).all()):
+            vocab = np.union1d(vocab, distinct)
+            self._vocab[cat] = vocab
+            at = np.searchsorted(vocab, distinct)
+        return at.astype(np.int32)[codes]
 
-    def _dense(self, cat: int, elements: list, members: list[int]) -> np.ndarray:
-        """``f32[len(members), V 2**b]`` the CTRs of every known category and bit pattern."""
+    def _dense(self, cat: int, elements: list, members: list[int], dtype: Any) -> np.ndarray:
+        """``[len(members), V 2**b]`` the CTR bins of every known category and bit pattern."""
         vocab = self._vocab[cat]
         projection = (cat, tuple(elements))
         size, table = self._tables.get(projection, (0, None))
         if size != len(vocab):
-            table = self._table(vocab, len(elements), members)
+            table = self._table(vocab, len(elements), members).astype(dtype)
             self._tables[projection] = (len(vocab), table)
         return table
 
