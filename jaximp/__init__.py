@@ -17,12 +17,14 @@ from jaximp._shap import Explainer as Explainer
 from jaximp._shap import expected_value as expected_value
 from jaximp._shap import shap_interaction_values as shap_interaction_values
 from jaximp._shap import shap_values as shap_values
+from jaximp._tree_model import TreeEnsemble as TreeEnsemble
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Explainer",
     "ObliviousEnsemble",
+    "TreeEnsemble",
     "expected_value",
     "from_catboost",
     "get_feature_importance",

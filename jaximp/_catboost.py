@@ -21,12 +21,14 @@ import numpy as np
 
 from jaximp._categorical import Featurizer, featurizer_from_json
 from jaximp._model import ObliviousEnsemble
+from jaximp._tree_model import TreeEnsemble
 
 _NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
 
 
-def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> ObliviousEnsemble:
-    """Build an :class:`ObliviousEnsemble` from a CatBoost model or model file.
+def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
+    """Build an :class:`ObliviousEnsemble` from a CatBoost model or model file, or a
+    :class:`TreeEnsemble` from a non-symmetric one (``grow_policy="Depthwise"``/``"Lossguide"``).
 
     Categorical features (one-hot and CTR splits, CTRs over combinations of columns) are
     supported: the ensemble then takes their raw values (strings or integers) and evaluates
@@ -42,7 +44,10 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
 
     Returns:
         The ensemble, with ``leaf_values f32[T, L, K]``; trees of different depths (from
-        ``catboost.sum_models``) are padded to the deepest.
+        ``catboost.sum_models``) are padded to the deepest. A non-symmetric model gives a
+        ``TreeEnsemble`` (numeric features only, for now): predict, leaf indices,
+        PredictionValuesChange, SHAP values (path-dependent, Saabas, interventional), expected
+        values and SHAP interaction values accept it.
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
@@ -123,8 +128,6 @@ def _unsupported(model_json: dict) -> list[str]:
         for key, name in (("text_features", "text features"), ("embedding_features", "embedding features"))
         if info.get(key)
     ]
-    if "trees" in model_json and "oblivious_trees" not in model_json:
-        found.append("non-symmetric (Depthwise/Lossguide) trees")
     split_types = {
         split.get("split_type", "FloatFeature")
         for tree in model_json.get("oblivious_trees") or []
@@ -134,10 +137,15 @@ def _unsupported(model_json: dict) -> list[str]:
     return found
 
 
-def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) -> ObliviousEnsemble:
-    """Build the ensemble from a parsed CatBoost JSON model (see the module docstring)."""
+def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
+    """Build the ensemble from a parsed CatBoost JSON model (see the module docstring): an
+    :class:`ObliviousEnsemble`, or a :class:`TreeEnsemble` for non-symmetric trees."""
     if not isinstance(model_json, dict) or "features_info" not in model_json:
         raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
+    if "trees" in model_json and "oblivious_trees" not in model_json:
+        from jaximp._tree_catboost import tree_ensemble_from_json
+
+        return tree_ensemble_from_json(model_json, loss_function=loss_function)
     unsupported = _unsupported(model_json)
     if unsupported:
         raise ValueError(

@@ -26,6 +26,9 @@ from jax import Array
 from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
+from jaximp._tree_importance import tree_prediction_values_change
+from jaximp._tree_leaves import tree_leaf_histogram
+from jaximp._tree_model import TreeEnsemble
 
 SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover")
 OUTPUT_REDUCTIONS = ("sum", "abs")
@@ -136,6 +139,8 @@ def prediction_values_change(
         Array([ 0.    ,  0.    , 44.4996, 55.5004], dtype=float32)
     """
     fn_name = "prediction_values_change"
+    if isinstance(ens, TreeEnsemble):
+        return _tree_pvc(ens, X, sample_weight, batch_size, devices, fn_name)
     check_ensemble(ens, fn_name)
     if X is None:
         if sample_weight is not None:
@@ -148,6 +153,23 @@ def prediction_values_change(
     w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
     weights = leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices, fn_name=fn_name)
     return _pvc_kernel(ens, weights)
+
+
+def _tree_pvc(ens: TreeEnsemble, X: Any, sample_weight: Any, batch_size: Any, devices: Any,
+              fn_name: str) -> Array:
+    """PredictionValuesChange of non-symmetric trees (sibling leaves merged bottom-up), with the
+    leaf weights recounted on ``X`` when it is given, as for oblivious trees."""
+    if X is None:
+        if sample_weight is not None:
+            raise ValueError(f"{fn_name}: sample_weight must come with X (it weighs X's rows); got X=None")
+        _check_weights_known(ens, fn_name)
+        return tree_prediction_values_change(ens)
+    x = as_features(X, ens, fn_name)
+    if sample_weight is None and _is_pool(X):
+        sample_weight = X.get_weight()
+    w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
+    counts = tree_leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices)
+    return tree_prediction_values_change(ens, counts)
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from jaximp._model import (
     nan_fill_values,
     squeeze_outputs,
 )
+from jaximp._tree_leaves import tree_leaf_indices, tree_predict
+from jaximp._tree_model import TreeEnsemble
 
 
 def bin_dtype(ens: ObliviousEnsemble):
@@ -214,6 +216,9 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
     Example:
         >>> jaximp.leaf_indices(ens, X)  # doctest: +SKIP
     """
+    if isinstance(ens, TreeEnsemble):
+        return tree_leaf_indices(ens, as_features(X, ens, "leaf_indices"), batch_size=batch_size,
+                                 devices=devices)
     check_ensemble(ens, "leaf_indices")
     x = as_features(X, ens, "leaf_indices")
     return map_rows(
@@ -227,6 +232,8 @@ def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, de
 
     See :meth:`ObliviousEnsemble.predict`.
     """
+    if isinstance(ens, TreeEnsemble):
+        return tree_predict(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices)
     check_ensemble(ens, "predict")
     x = as_features(X, ens, "predict")
     out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict")

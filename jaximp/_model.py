@@ -149,7 +149,14 @@ class ObliviousEnsemble:
 
 
 def check_ensemble(ens: Any, fn_name: str) -> None:
-    """A ``TypeError`` unless ``ens`` is an :class:`ObliviousEnsemble`."""
+    """A ``TypeError`` unless ``ens`` is an :class:`ObliviousEnsemble` (functions that also take
+    a ``TreeEnsemble`` dispatch to it before calling this)."""
+    if type(ens).__name__ == "TreeEnsemble" and type(ens).__module__.startswith("jaximp"):
+        raise TypeError(
+            f"{fn_name}: ens must be a jaximp.ObliviousEnsemble; non-symmetric trees "
+            "(jaximp.TreeEnsemble) are not supported by this function yet (predict, leaf_indices, "
+            "prediction_values_change, shap_values, expected_value and shap_interaction_values are)"
+        )
     if not isinstance(ens, ObliviousEnsemble):
         raise TypeError(
             f"{fn_name}: ens must be a jaximp.ObliviousEnsemble (convert a CatBoost model with "

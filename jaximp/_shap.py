@@ -48,6 +48,8 @@ from jaximp._batching import map_rows
 from jaximp._inputs import as_features, as_raw_columns, display_values
 from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
+from jaximp._tree_model import TreeEnsemble
+from jaximp._tree_shap import tree_expected_value, tree_shap_interaction_values, tree_shap_values
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
 _TABLE_KIND = {
@@ -252,19 +254,29 @@ class Explainer:
         >>> shap.plots.beeswarm(explanation)                    # doctest: +SKIP
     """
 
-    def __init__(self, ens: ObliviousEnsemble, background: Any = None, method: str = "path_dependent"):
+    def __init__(self, ens: ObliviousEnsemble | TreeEnsemble, background: Any = None,
+                 method: str = "path_dependent"):
         self.ens = ens
         self.method = method
-        self.tables = shap_tables(ens, method, background, fn_name="Explainer")
+        if isinstance(ens, TreeEnsemble):  # its per-leaf tables are built per call, for now
+            self.background = None if background is None else as_features(background, ens, "Explainer", "background")
+            self.tables = None
+            self._expected = tree_expected_value(ens, method=method, background=self.background)
+        else:
+            self.tables = shap_tables(ens, method, background, fn_name="Explainer")
+            self._expected = squeeze_outputs(self.tables.expected, ens.n_outputs)
 
     @property
     def expected_value(self) -> Any:
         """The expected raw prediction: ``f32[]`` when K == 1, else ``f32[K]``."""
-        return _host(squeeze_outputs(self.tables.expected, self.ens.n_outputs))
+        return _host(self._expected)
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     fn_name: str = "Explainer.shap_values") -> Any:
         """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``; see :func:`shap_values`."""
+        if self.tables is None:
+            return tree_shap_values(self.ens, as_features(X, self.ens, fn_name), method=self.method,
+                                    background=self.background, batch_size=batch_size, devices=devices)
         return _explain(self.ens, self.tables, X, batch_size=batch_size, devices=devices, fn_name=fn_name)
 
     def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None):
@@ -332,6 +344,10 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
         >>> phi = jaximp.shap_values(ens, X, method="interventional",
         ...                          background=X_train[:1000])              # doctest: +SKIP
     """
+    if isinstance(ens, TreeEnsemble):
+        background = None if background is None else as_features(background, ens, "shap_values", "background")
+        return tree_shap_values(ens, as_features(X, ens, "shap_values"), method=method, background=background,
+                                batch_size=batch_size, devices=devices)
     _check_model(ens, "shap_values")
     _check_method(method, background, "shap_values")
     x = as_features(X, ens, "shap_values")
@@ -350,6 +366,9 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
     Raises:
         TypeError, ValueError: a bad model, method or background.
     """
+    if isinstance(ens, TreeEnsemble):
+        background = None if background is None else as_features(background, ens, "expected_value", "background")
+        return _host(tree_expected_value(ens, method=method, background=background))
     _check_model(ens, "expected_value")
     _check_method(method, background, "expected_value")
     if method == "interventional":
@@ -385,6 +404,9 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     Raises:
         TypeError, ValueError: a bad model or rows.
     """
+    if isinstance(ens, TreeEnsemble):
+        return tree_shap_interaction_values(ens, as_features(X, ens, "shap_interaction_values"),
+                                            batch_size=batch_size, devices=devices)
     _check_model(ens, "shap_interaction_values")
     if ens.n_players ** 2 >= 2**31:
         raise ValueError("shap_interaction_values: the model's features must number under 46341 for "

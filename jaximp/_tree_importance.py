@@ -1,0 +1,95 @@
+"""Importances of :class:`TreeEnsemble` models read from the model alone.
+
+PredictionValuesChange for non-symmetric trees (CatBoost docs, "PredictionValuesChange"; seed
+000, second half): sibling leaves are merged bottom-up. An internal node whose children hold
+weights ``cL, cR`` and (weighted mean) values ``VL, VR [K]`` credits its feature with
+
+    cL (VL - avr)^2 + cR (VR - avr)^2 = cL cR / (cL + cR) |VL - VR|^2,  avr = (cL VL + cR VR) / (cL + cR)
+
+and becomes a leaf of weight ``cL + cR`` and value ``avr``. Merging bottom-up makes a node's
+value the weighted mean of its subtree's leaves, so every node is computed at once from its
+subtree's cover and weighted value sum (segment sums over the leaves' paths).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, to_features
+
+
+def _safe_div(num: Array, den: Array) -> Array:
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
+
+
+def subtree_sums(ens: TreeEnsemble, leaf_weights: Array) -> tuple[Array, Array]:
+    """``(cover f32[T, M], weighted value sum f32[T, M, K])`` of each internal node's subtree."""
+    nodes, _, mask = leaf_paths(ens)
+    t, m, k = ens.n_trees, ens.n_nodes, ens.n_outputs
+    flat = (nodes + m * jnp.arange(t, dtype=jnp.int32)[:, None, None]).reshape(-1)
+    weight = jnp.where(mask, leaf_weights[:, :, None], 0.0)  # [T, L, D]
+    cover = jax.ops.segment_sum(weight.reshape(-1), flat, t * m).reshape(t, m)
+    value = weight[..., None] * ens.leaf_values[:, :, None, :]  # [T, L, D, K]
+    total = jax.ops.segment_sum(value.reshape(-1, k), flat, t * m).reshape(t, m, k)
+    return cover, total
+
+
+def node_gains(ens: TreeEnsemble, leaf_weights: Array) -> Array:
+    """``f32[T, M]`` ``cL cR / (cL + cR) |VL - VR|^2`` of each internal node (0 where padded)."""
+    cover, total = subtree_sums(ens, leaf_weights)
+    children = ens.node_children  # [T, M, 2]
+    is_node = children >= 0
+    node = jnp.where(is_node, children, 0)
+    leaf = jnp.where(is_node, 0, jnp.minimum(~children, ens.n_leaves - 1))
+    rows = jnp.arange(ens.n_trees)[:, None, None]
+    c = jnp.where(is_node, cover[rows, node], leaf_weights[rows, leaf])  # [T, M, 2]
+    s = jnp.where(is_node[..., None], total[rows, node], (leaf_weights[..., None] * ens.leaf_values)[rows, leaf])
+    real = (children >= 0) | (~children < ens.n_leaves)
+    c = jnp.where(real, c, 0.0)
+    v = _safe_div(s, c[..., None])  # [T, M, 2, K]
+    dv = v[:, :, 0] - v[:, :, 1]
+    return _safe_div(c[..., 0] * c[..., 1], c[..., 0] + c[..., 1]) * jnp.sum(dv * dv, axis=-1)
+
+
+def per_feature(ens: TreeEnsemble, per_node: Array) -> Array:
+    """``f32[F]``: ``per_node f32[T, M]`` summed onto the nodes' features (padded nodes add 0)."""
+    flat = jax.ops.segment_sum(per_node.reshape(-1), ens.node_features.reshape(-1), ens.n_evaluated)
+    return to_features(ens, flat, axis=0)
+
+
+@jax.jit
+def _pvc_kernel(ens: TreeEnsemble, leaf_weights: Array) -> Array:
+    effect = per_feature(ens, node_gains(ens, leaf_weights))
+    return 100.0 * _safe_div(effect, jnp.sum(effect))
+
+
+def tree_prediction_values_change(ens: TreeEnsemble, leaf_weights: Array | None = None) -> Array:
+    """CatBoost's ``PredictionValuesChange`` of a non-symmetric ensemble (see the module docstring).
+
+    Args:
+        ens: the model.
+        leaf_weights: ``f32[T, L]`` leaf weights to use (e.g. counted on data with
+            ``tree_leaf_histogram``); None: the model's training weights.
+
+    Returns:
+        ``f32[F]``, non-negative, summing to 100 (all zeros when no node separates values).
+        Differentiable in ``ens.leaf_values`` and ``leaf_weights``.
+
+    Raises:
+        TypeError: ``ens`` is not a TreeEnsemble.
+        ValueError: the model carries no leaf weights and none are given.
+
+    Example:
+        >>> tree_prediction_values_change(ens)  # doctest: +SKIP
+    """
+    fn_name = "prediction_values_change"
+    check_tree_ensemble(ens, fn_name)
+    if leaf_weights is None:
+        if not ens.leaf_weights_known:
+            raise ValueError(f"{fn_name}: the model file carries no leaf weights, which this needs; "
+                             "pass X (the training rows) to count them")
+        leaf_weights = ens.leaf_weights
+    return _pvc_kernel(ens, jnp.asarray(leaf_weights, jnp.float32))

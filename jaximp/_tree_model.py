@@ -1,0 +1,183 @@
+"""General binary-tree ensembles as a pytree of dense, padded arrays.
+
+Shape legend (jaximp's): N rows, F features (the model's input columns), E evaluated split
+features (E == F for numeric models), T trees, D depth (the longest root-to-leaf path over all
+trees), K outputs, B background rows. For a :class:`TreeEnsemble`, L is the most leaves of any
+tree (not ``2**D``) and M = max(1, L - 1) the most internal nodes.
+
+Each tree is stored as its internal nodes ``0..M-1`` and its leaves ``0..L-1``. A child (or
+root) pointer ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``~c = -c - 1`` when
+``c < 0``. A row at node ``n`` goes right when ``x[node_features[n]] > node_borders[n]`` in
+float32 (CatBoost's rule; importers of libraries that split on ``x < t`` or ``x <= t`` convert
+their thresholds), and a NaN value goes right where ``node_nan_right[n]``. Leaves are numbered
+in depth-first, left-to-right order, which is CatBoost's ``calc_leaf_indexes`` numbering for
+non-symmetric trees. Trees smaller than the largest are padded: padded nodes are never reached
+(their children point to the out-of-range leaf ``L``), padded leaves have value and weight 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._model import NanMode
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TreeEnsemble:
+    """A trained ensemble of general binary trees: arrays are pytree leaves, sizes and names static.
+
+    Attributes:
+        roots: ``i32[T]`` each tree's root pointer: internal node 0, or ``~0 = -1`` for a tree
+            that is a single leaf.
+        node_features: ``i32[T, M]`` evaluated feature (column of the kernels' rows ``x``) that
+            each internal node reads; 0 where padded.
+        node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
+        node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
+        node_children: ``i32[T, M, 2]`` left and right child pointers (see the module docstring).
+        leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
+            + bias``.
+        leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf, 0 where padded; an
+            internal node's cover is the sum of its leaves'.
+        scale: ``f32[]`` the model's scale.
+        bias: ``f32[K]`` the model's bias.
+        depth: D, the longest root-to-leaf path (static; loops over levels run D times).
+        n_features: F, the model's input columns.
+        feature_names: the F column names.
+        nan_modes: per evaluated feature "Min", "Max" or "AsIs" (as in ``ObliviousEnsemble``;
+            the kernels read ``node_nan_right``).
+        loss_function: the training loss's name ("RMSE", "Logloss", ...), "" when unknown.
+        class_names: class labels of a classifier, else ``()``.
+        leaf_weights_known: False when the model file carries no leaf weights.
+        featurizer, players, player_of, reads: None for numeric models (E == F, each column its
+            own player), as in ``ObliviousEnsemble``.
+    """
+
+    roots: Array
+    node_features: Array
+    node_borders: Array
+    node_nan_right: Array
+    node_children: Array
+    leaf_values: Array
+    leaf_weights: Array
+    scale: Array
+    bias: Array
+    depth: int = dataclasses.field(metadata=dict(static=True))
+    n_features: int = dataclasses.field(metadata=dict(static=True))
+    feature_names: tuple[str, ...] = dataclasses.field(metadata=dict(static=True))
+    nan_modes: tuple[NanMode, ...] = dataclasses.field(metadata=dict(static=True))
+    loss_function: str = dataclasses.field(default="RMSE", metadata=dict(static=True))
+    class_names: tuple = dataclasses.field(default=(), metadata=dict(static=True))
+    leaf_weights_known: bool = dataclasses.field(default=True, metadata=dict(static=True))
+    featurizer: Any = dataclasses.field(default=None, metadata=dict(static=True))
+    players: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+
+    @property
+    def n_trees(self) -> int:
+        """T, the number of trees."""
+        return self.node_features.shape[0]
+
+    @property
+    def n_nodes(self) -> int:
+        """M, the most internal nodes of any tree (padded)."""
+        return self.node_features.shape[1]
+
+    @property
+    def n_leaves(self) -> int:
+        """L, the most leaves of any tree (padded)."""
+        return self.leaf_values.shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        """K, the model's outputs."""
+        return self.leaf_values.shape[2]
+
+    @property
+    def n_evaluated(self) -> int:
+        """E, the evaluated split features the kernels read (E = F for numeric models)."""
+        return len(self.nan_modes)
+
+    @property
+    def n_players(self) -> int:
+        """P, the players of attribution (P = F for numeric models)."""
+        return self.n_features if self.players is None else len(self.players)
+
+    def predict(self, X, *, batch_size: int | None = None, devices=None):
+        """Raw predictions (CatBoost's ``RawFormulaVal``): ``f32[N]`` if K == 1 else ``f32[N, K]``.
+
+        Example:
+            >>> ens = tree_ensemble_from_json(model_json)   # doctest: +SKIP
+            >>> ens.predict(X)                              # doctest: +SKIP
+        """
+        from jaximp._inputs import as_features
+        from jaximp._tree_leaves import tree_predict
+
+        x = as_features(X, self, "predict")
+        return tree_predict(self, x, batch_size=batch_size, devices=devices)
+
+
+def check_tree_ensemble(ens: Any, fn_name: str) -> None:
+    """A ``TypeError`` unless ``ens`` is a :class:`TreeEnsemble`."""
+    if not isinstance(ens, TreeEnsemble):
+        raise TypeError(f"{fn_name}: ens must be a jaximp.TreeEnsemble; got {type(ens).__name__}")
+
+
+def to_features(ens: TreeEnsemble, values: Array, axis: int) -> Array:
+    """Per evaluated feature values along ``axis`` (E entries) -> per input column (F entries).
+
+    The one place where per-split or per-feature accumulations reach the model's columns: a
+    no-op for numeric models (E == F). A model with categorical features will route this
+    through its player -> column map.
+    """
+    if ens.players is None:
+        return values
+    raise NotImplementedError("to_features: TreeEnsemble models with categorical features")
+
+
+def leaf_paths(ens: TreeEnsemble) -> tuple[Array, Array, Array]:
+    """Each leaf's root-to-leaf path, listed from the leaf up.
+
+    Returns:
+        ``(nodes i32[T, L, D], right bool[T, L, D], mask bool[T, L, D])``: entry ``j`` is the
+        ``j``-th ancestor of the leaf (0: its parent), whether the path goes right there, and
+        whether the entry is real (False past the root and for padded leaves).
+    """
+    t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
+    children = ens.node_children.reshape(t, 2 * m)
+    node = jnp.broadcast_to(jnp.repeat(jnp.arange(m, dtype=jnp.int32), 2), (t, 2 * m))
+    side = jnp.broadcast_to(jnp.tile(jnp.arange(2, dtype=jnp.int32), m), (t, 2 * m))
+    rows = jnp.arange(t, dtype=jnp.int32)[:, None]
+    to_node = jnp.where(children >= 0, children, m)  # out of range: dropped
+    to_leaf = jnp.where(children < 0, ~children, l)
+    node_parent = jnp.full((t, m), -1, jnp.int32).at[rows, to_node].set(node, mode="drop")
+    node_side = jnp.zeros((t, m), jnp.int32).at[rows, to_node].set(side, mode="drop")
+    leaf_parent = jnp.full((t, l), -1, jnp.int32).at[rows, to_leaf].set(node, mode="drop")
+    leaf_side = jnp.zeros((t, l), jnp.int32).at[rows, to_leaf].set(side, mode="drop")
+    nodes, right = [leaf_parent], [leaf_side]
+    for _ in range(depth - 1):
+        up = jnp.maximum(nodes[-1], 0)
+        parent = jnp.where(nodes[-1] >= 0, jnp.take_along_axis(node_parent, up, axis=1), -1)
+        nodes.append(parent)
+        right.append(jnp.take_along_axis(node_side, up, axis=1))
+    nodes = jnp.stack(nodes, axis=-1) if depth else jnp.zeros((t, l, 0), jnp.int32)
+    right = jnp.stack(right, axis=-1) if depth else jnp.zeros((t, l, 0), jnp.int32)
+    mask = nodes >= 0
+    return jnp.maximum(nodes, 0), (right == 1) & mask, mask
+
+
+def node_covers(ens: TreeEnsemble, leaf_weights: Array | None = None) -> Array:
+    """``f32[T, M]`` cover of each internal node: the sum of its leaves' weights."""
+    weights = ens.leaf_weights if leaf_weights is None else leaf_weights
+    nodes, _, mask = leaf_paths(ens)
+    t, l, d = nodes.shape
+    flat = (nodes + ens.n_nodes * jnp.arange(t, dtype=jnp.int32)[:, None, None]).reshape(-1)
+    contrib = jnp.where(mask, weights[:, :, None], 0.0).reshape(-1)
+    return jax.ops.segment_sum(contrib, flat, t * ens.n_nodes).reshape(t, ens.n_nodes)

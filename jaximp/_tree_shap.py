@@ -1,0 +1,511 @@
+"""SHAP values of :class:`TreeEnsemble` models: a path decomposition with per-leaf tables.
+
+A tree's value function is a sum over its leaves of *product games* (the decomposition of
+GPUTreeShap, Mitchell et al. 2022). Leaf ``l`` holds value ``v_l`` at the end of a path whose
+edges read features; the path's *players* are its distinct features (a feature read at several
+edges is one player). For a row ``x``, ``o_j(x) = 1`` when ``x`` takes every edge of player
+``j`` (else 0) and ``z_j`` is the product of the edges' cover ratios ``cover(child) /
+cover(node)`` (0.5 at a node of zero cover, as in ``jaximp._shap_tables``). Then
+
+* path-dependent (Lundberg et al. 2020, Algorithm 1; CatBoost ``Regular``, shap
+  ``tree_path_dependent``): ``v_l(S) = v_l prod_{j in S} o_j(x) prod_{j not in S} z_j``;
+* interventional over a background ``b`` (shap ``interventional``):
+  ``v_l(S) = mean_b v_l prod_{j in S} o_j(x) prod_{j not in S} o_j(b)``;
+
+and a tree's SHAP values are the sum over its leaves of the Shapley values of these games. With
+``U`` the players where ``o_j(x) = 1``, ``m`` the path's players, ``w_m(s) = s! (m-s-1)! / m!``,
+``Z0 = prod_{j not in U} z_j`` and ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``:
+
+    phi_j = v_l Z0 (1 - z_j) Phi_l[U - j]   if o_j = 1,      phi_j = -v_l Z0 Phi_l[U]   if o_j = 0
+
+(no division, so zero covers are safe). ``Phi_l`` is a per-leaf table over the ``2**D`` subsets of
+the path's slots, built once per model; a row costs O(L D) per tree: its pattern ``U`` at every
+leaf, ``D + 1`` lookups and a scatter onto features. The interventional game's value depends on
+a background row only through its pattern at the leaf, so a per-leaf background histogram gives
+a table ``T_l[U, j]`` (``4**D`` work per leaf, small trees only). Saabas (``approximate``) credits
+each edge of the row's own path with the change of the cover-weighted mean value.
+
+Slots: entry ``e`` of a leaf's path (``leaf_paths``, listed from the leaf up) is slot ``e``; a
+slot is a player when no earlier entry reads the same feature. Other slots are null players.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._batching import map_blocks, map_rows, row_blocks, sum_rows
+from jaximp._model import squeeze_outputs
+from jaximp._shap_tables import interaction_weights, shapley_weights
+from jaximp._tree_importance import subtree_sums
+from jaximp._tree_leaves import leaf_outputs, leaves_of, node_decisions
+from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, to_features
+
+METHODS = ("path_dependent", "approximate", "interventional")
+MAX_TABLE_DEPTH = 12  # path tables hold 2**D floats per leaf
+MAX_PAIR_DEPTH = 8  # interventional and interaction tables cost 4**D per leaf
+_CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
+
+
+class Paths(NamedTuple):
+    """Per-leaf path slots of every tree (a pytree; see the module docstring).
+
+    Attributes:
+        nodes: ``i32[T, L, D]`` internal node of each slot's edge.
+        right: ``bool[T, L, D]`` the path goes right there.
+        slot: ``i32[T, L, D]`` the slot of the player the edge belongs to.
+        player: ``bool[T, L, D]`` slot is a player (a real edge, first of its feature).
+        feature: ``i32[T, L, D]`` the player's evaluated feature (0 for null slots).
+        z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
+        ratio: ``f32[T, L, D]`` each edge's cover ratio (1 past the root).
+        mask: ``bool[T, L, D]`` the entry is a real edge.
+    """
+
+    nodes: Array
+    right: Array
+    slot: Array
+    player: Array
+    feature: Array
+    z: Array
+    ratio: Array
+    mask: Array
+
+
+def _safe_div(num: Array, den: Array, fill: float) -> Array:
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), fill)
+
+
+def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
+    """The :class:`Paths` of ``ens`` with covers from ``leaf_weights f32[T, L]``."""
+    nodes, right, mask = leaf_paths(ens)
+    t, l, d = nodes.shape
+    cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
+    rows = jnp.arange(t)[:, None, None]
+    node_cover = cover[rows, nodes]
+    child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
+    ratio = jnp.where(mask, _safe_div(child_cover, node_cover, 0.5), 1.0)
+    feature = jnp.where(mask, ens.node_features[rows, nodes], -1)
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [T, L, e, e']
+    slot = jnp.argmax(same, axis=-1).astype(jnp.int32)  # first entry with the same feature
+    player = mask & (slot == jnp.arange(d))
+    z = jnp.prod(jnp.where(same & mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
+    return Paths(nodes, right, slot, player, jnp.where(player, feature, 0), jnp.where(player, z, 1.0),
+                 ratio, mask)
+
+
+def patterns(paths: Paths, decisions: Array) -> Array:
+    """``i32[c, L, b]`` bit ``s`` set when player slot ``s`` has ``o_s = 1`` or is a null slot.
+
+    ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees as ``paths``.
+    """
+    c, l, d = paths.nodes.shape
+    took = jnp.take_along_axis(decisions[:, None], paths.nodes[..., None], axis=2)  # [c, L, D, b]
+    missed = (took != paths.right[..., None]) & paths.mask[..., None]
+    fails = jnp.zeros(missed.shape[:2] + missed.shape[3:], jnp.int32)
+    for e in range(d):  # D static: OR each missed edge into its player's bit
+        fails = fails | jnp.where(missed[:, :, e], (1 << paths.slot[:, :, e])[..., None], 0)
+    return ((1 << d) - 1) & ~fails
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+
+
+def _weights(d: int) -> np.ndarray:
+    """``f32[D + 1, D]``: ``w_m(s) = s! (m - s - 1)! / m!`` at ``[m, s]`` (0 for ``s >= m``)."""
+    out = np.zeros((d + 1, max(d, 1)))
+    for m in range(1, d + 1):
+        for s in range(m):
+            out[m, s] = math.factorial(s) * math.factorial(m - s - 1) / math.factorial(m)
+    return out.astype(np.float32)
+
+
+def path_table(paths: Paths) -> Array:
+    """``f32[T, L, 2**D]`` ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``."""
+    t, l, d = paths.z.shape
+    # elementary symmetric polynomials of z over every subset U: e[U, i] = e_i(z_U)
+    e = jnp.ones((t, l, 1, 1), jnp.float32)
+    for s in range(d):
+        e = _extend(e, paths.z[:, :, s, None, None])
+    size = jnp.asarray([bin(u).count("1") for u in range(1 << d)], jnp.int32)  # |U|
+    m = jnp.sum(paths.player, axis=-1)  # [T, L]
+    w = jnp.asarray(_weights(d))[m]  # [T, L, D]: w_m(s)
+    # Phi[U] = sum_s w_m(s) e_{|U| - s}(z_U)
+    idx = size[:, None] - jnp.arange(max(d, 1))[None, :]  # [2**D, D]
+    gathered = jnp.take_along_axis(e, jnp.clip(idx, 0, d)[None, None], axis=3)
+    return jnp.sum(jnp.where(idx >= 0, gathered, 0.0) * w[:, :, None, :], axis=-1)
+
+
+def _extend(e: Array, z: Array) -> Array:
+    """Add one slot to the subset axis: ``[.., 2**s, s + 1] -> [.., 2**(s + 1), s + 2]``;
+    subsets with the new slot multiply the polynomial by ``(1 + z t)``."""
+    pad = [(0, 0)] * (e.ndim - 1)
+    without = jnp.pad(e, pad + [(0, 1)])
+    with_ = without + jnp.pad(e, pad + [(1, 0)]) * z
+    return jnp.concatenate([without, with_], axis=-2)
+
+
+def _pair_game_weights(d: int) -> np.ndarray:
+    """``f32[2**D, 2**D, D]`` Shapley value of slot ``s`` in the game
+    ``v(S) = prod_{j in S} p_j prod_{j not in S} q_j`` for 0/1 patterns ``p`` (row), ``q``
+    (background row): with ``A = p - q``, ``B = q - p``, nonzero only when every slot is in p or
+    q: ``(|A|-1)! |B|! / (|A|+|B|)!`` on A, ``-|A|! (|B|-1)! / (|A|+|B|)!`` on B."""
+    full = (1 << d) - 1
+    p = np.arange(1 << d)[:, None]
+    q = np.arange(1 << d)[None, :]
+    pop = np.vectorize(lambda u: bin(int(u)).count("1"))
+    a_set, b_set = p & ~q & full, q & ~p & full
+    a, b = pop(a_set), pop(b_set)
+    valid = ((~p & ~q & full) == 0) & (a + b > 0)
+    fact = np.vectorize(math.factorial)
+    n = np.maximum(a + b, 1)
+    plus = np.where(valid & (a > 0), fact(np.maximum(a - 1, 0)) * fact(b) / fact(n), 0.0)
+    minus = np.where(valid & (b > 0), fact(a) * fact(np.maximum(b - 1, 0)) / fact(n), 0.0)
+    bits = 1 << np.arange(d)
+    in_a = (a_set[..., None] & bits) > 0
+    in_b = (b_set[..., None] & bits) > 0
+    return np.where(in_a, plus[..., None], 0.0) - np.where(in_b, minus[..., None], 0.0)
+
+
+def interaction_path_table(paths: Paths) -> Array:
+    """``f32[T, L, 2**D, D, D]`` SHAP interaction values of each leaf's path-dependent game per
+    pattern (unit leaf value); the diagonal is the main effect ``phi_i - sum_{j != i} Phi_ij``."""
+    t, l, d = paths.z.shape
+    subsets = np.arange(1 << d)
+    member = jnp.asarray((subsets[:, None] >> np.arange(d)) & 1, bool)  # [2**D, D]
+    fixed = member[:, None, :]  # pattern p: [P, 1, D]
+    coalition = member[None, :, :]  # S: [1, S, D]
+    z = paths.z[:, :, None, None, :]
+    v = jnp.prod(jnp.where(coalition, fixed.astype(jnp.float32), z), axis=-1)  # [T, L, P, S]
+    coef = np.concatenate([shapley_weights(d)[:, :, None], interaction_weights(d)], axis=2)  # [S, D, 1+D]
+    both = jnp.einsum("tlps,sij->tlpij", v, jnp.asarray(coef))
+    phi, pairs = both[..., 0], both[..., 1:]
+    main = phi - jnp.sum(pairs, axis=-1)
+    return jnp.where(jnp.eye(d, dtype=bool), main[..., None], pairs)
+
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# Plans: per-tree arrays cut in chunks of trees, the unit of a row kernel's inner loop
+
+
+class Plan(NamedTuple):
+    """Everything a row kernel reads, per tree, chunked ``[n_chunks, c, ...]`` (a pytree)."""
+
+    node_features: Array
+    node_borders: Array
+    node_nan_right: Array
+    paths: Paths
+    values: Array  # f32[.., L, K] scaled leaf values
+    table: Array  # method-specific per-leaf table
+
+
+def _chunk_trees(tree: Any, n_trees: int, chunk: int) -> Any:
+    n_chunks = -(-n_trees // chunk)
+    pad = n_chunks * chunk - n_trees
+
+    def cut(a):
+        a = jnp.concatenate([a, jnp.zeros((pad,) + a.shape[1:], a.dtype)])
+        return a.reshape((n_chunks, chunk) + a.shape[1:])
+
+    return jax.tree_util.tree_map(cut, tree)
+
+
+def _rows_per_step(ens: TreeEnsemble, width: int, block: int) -> tuple[int, int]:
+    """(rows per inner step, trees per chunk) keeping ``c * L * width * rows`` in budget."""
+    rows = block
+    while rows > 64 and rows % 2 == 0 and ens.n_leaves * width * rows > _CHUNK_FLOATS:
+        rows //= 2
+    return rows, int(max(1, min(ens.n_trees, _CHUNK_FLOATS // (ens.n_leaves * width * rows))))
+
+
+def _make_plan(ens: TreeEnsemble, paths: Paths, table: Array, chunk: int) -> Plan:
+    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, paths,
+                ens.scale * ens.leaf_values, table)
+    return _chunk_trees(tree, ens.n_trees, chunk)
+
+
+def _decisions(plan_chunk: Plan, xt: Array) -> Array:
+    values = xt[plan_chunk.node_features]  # [c, M, b]
+    right = values > plan_chunk.node_borders[..., None]
+    return right | (jnp.isnan(values) & plan_chunk.node_nan_right[..., None])
+
+
+def _scatter(values: Array, features: Array, n_segments: int) -> Array:
+    """``[c, L, S, ..., b]`` summed into ``[n_segments, ..., b]`` by ``features [c, L, S]``."""
+    flat = values.reshape((-1,) + values.shape[3:])
+    return jax.ops.segment_sum(flat, features.reshape(-1), n_segments)
+
+
+def _path_phi(chunk: Plan, xt: Array, n_evaluated: int) -> Array:
+    """``f32[E, K, b]`` path-dependent SHAP values of a chunk of trees for rows ``xt f32[E, b]``."""
+    paths, d = chunk.paths, chunk.paths.z.shape[-1]
+    u = patterns(paths, _decisions(chunk, xt))  # [c, L, b]
+    bits = 1 << jnp.arange(d, dtype=jnp.int32)
+    player_bits = jnp.sum(jnp.where(paths.player, bits, 0), axis=-1)  # [c, L]
+    u = u & player_bits[..., None]
+    on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [c, L, D, b]
+    z = paths.z[..., None]
+    z0 = jnp.prod(jnp.where(on, 1.0, z), axis=2)  # [c, L, b]: null slots have z = 1
+    c, l, size = chunk.table.shape
+    base = (jnp.arange(c * l, dtype=jnp.int32) * size).reshape(c, l, 1)
+    flat = chunk.table.reshape(-1)
+    g0 = flat[base + u]  # [c, L, b]
+    cleared = u[:, :, None, :] & ~bits[None, None, :, None]  # U - s for every slot s
+    gs = flat[base[:, :, None, :] + cleared]  # [c, L, D, b]
+    slot = jnp.where(on, (1.0 - z) * gs, -g0[:, :, None, :]) * z0[:, :, None, :]
+    slot = jnp.where(paths.player[..., None], slot, 0.0)
+    phi = slot[:, :, :, None, :] * chunk.values[:, :, None, :, None]  # [c, L, D, K, b]
+    return _scatter(phi, paths.feature, n_evaluated)
+
+
+def _table_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Array:
+    """``f32[E(, E), K, b]`` from a per-pattern table ``[c, L, 2**D, D(, D), K]``."""
+    paths = chunk.paths
+    u = patterns(paths, _decisions(chunk, xt))  # [c, L, b]
+    gathered = jnp.take_along_axis(
+        chunk.table, u.reshape(u.shape + (1,) * (chunk.table.ndim - 3)), axis=2)  # [c, L, b, ...]
+    gathered = jnp.moveaxis(gathered, 2, -1)  # [c, L, D(, D), K, b]
+    if not pairs:
+        return _scatter(gathered, paths.feature, n_evaluated)
+    feature = paths.feature[..., :, None] * n_evaluated + paths.feature[..., None, :]  # [c, L, D, D]
+    c, l, d = paths.feature.shape
+    flat = gathered.reshape((c, l, d * d) + gathered.shape[4:])
+    out = _scatter(flat, feature.reshape(c, l, d * d), n_evaluated * n_evaluated)
+    return out.reshape((n_evaluated, n_evaluated) + out.shape[1:])
+
+
+def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kind: str, step_rows: int) -> Array:
+    ens, plan = params
+    e = ens.n_evaluated
+
+    def block_fn(xb):
+        xt = xb.T  # [E, b]
+
+        def step(acc, chunk):
+            if kind == "path":
+                return acc + _path_phi(chunk, xt, e), None
+            return acc + _table_phi(chunk, xt, e, pairs=kind == "pairs"), None
+
+        shape = (e, e) if kind == "pairs" else (e,)
+        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), jnp.float32)
+        acc, _ = jax.lax.scan(step, acc, plan)
+        out = jnp.moveaxis(acc, -1, 0)  # [b, E(, E), K]
+        out = to_features(ens, out, axis=1)
+        return to_features(ens, out, axis=2) if kind == "pairs" else out
+
+    return map_blocks(block_fn, x, step_rows)
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# Background histograms (interventional)
+
+
+def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Array, Array], *,
+                              block: int) -> Array:
+    """``f32[n_chunks, c, L, 2**D]`` weight of the rows ``(x, weight)`` per leaf pattern."""
+    ens, plan = params
+    x, weight = rows
+    size = 1 << ens.depth
+
+    def block_fn(args):
+        xb, wb = args
+
+        def chunk_fn(chunk):
+            u = patterns(chunk.paths, _decisions(chunk, xb.T))  # [c, L, b]
+            c, l, _ = u.shape
+            index = (jnp.arange(c * l, dtype=jnp.int32).reshape(c, l, 1) * size + u).reshape(-1)
+            counts = jnp.broadcast_to(wb, u.shape).reshape(-1)
+            return jax.ops.segment_sum(counts, index, c * l * size).reshape(c, l, size)
+
+        return jax.lax.map(chunk_fn, plan)
+
+    return jax.lax.map(block_fn, (row_blocks(x, block), row_blocks(weight, block))).sum(0)
+
+
+# --------------------------------------------------------------------------------------------
+# Public kernels
+
+
+def _check(ens: Any, method: Any, background: Any, fn_name: str) -> None:
+    check_tree_ensemble(ens, fn_name)
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, METHODS))} for a "
+                         f"TreeEnsemble; got {method!r}")
+    if (method == "interventional") != (background is not None):
+        raise ValueError(f"{fn_name}: background must be given exactly with method='interventional'; "
+                         f"got method={method!r} and background={'None' if background is None else 'rows'}")
+    limit = MAX_PAIR_DEPTH if method == "interventional" else MAX_TABLE_DEPTH
+    if ens.depth > limit:
+        raise ValueError(f"{fn_name}: ens.depth must be at most {limit} for method={method!r} (per-leaf "
+                         f"tables); got {ens.depth}")
+
+
+def _training_weights(ens: TreeEnsemble, fn_name: str) -> Array:
+    if not ens.leaf_weights_known:
+        raise ValueError(f"{fn_name}: the model file carries no leaf weights, which path-dependent "
+                         "SHAP needs")
+    return ens.leaf_weights
+
+
+@functools.partial(jax.jit, static_argnames=("chunk",))
+def _path_plan(ens: TreeEnsemble, weights: Array, *, chunk: int) -> Plan:
+    paths = tree_paths(ens, weights)
+    return _make_plan(ens, paths, path_table(paths), chunk)
+
+
+@functools.partial(jax.jit, static_argnames=("chunk",))
+def _interventional_plan(ens: TreeEnsemble, plan: Plan, histogram: Array, *, chunk: int) -> Plan:
+    d = ens.depth
+    # every background row has one pattern at every leaf: each leaf's histogram sums to B
+    total = jnp.sum(histogram, axis=-1, keepdims=True)
+    dist = _safe_div(histogram, total, 0.0)
+    game = jnp.asarray(_pair_game_weights(d), jnp.float32)  # [P, Q, D]
+    table = jnp.einsum("nclq,pqs,nclk->nclpsk", dist, game, plan.values)
+    return plan._replace(table=table)
+
+
+@functools.partial(jax.jit, static_argnames=("chunk",))
+def _interaction_plan(ens: TreeEnsemble, weights: Array, *, chunk: int) -> Plan:
+    paths = tree_paths(ens, weights)
+    table = interaction_path_table(paths)[..., None] * (ens.scale * ens.leaf_values)[:, :, None, None, None, :]
+    return _make_plan(ens, paths, table, chunk)
+
+
+def _table_width(ens: TreeEnsemble, method: str) -> int:
+    d = max(ens.depth, 1)
+    return {"path": d * ens.n_outputs + 2 * d, "table": d * ens.n_outputs + d,
+            "pairs": d * d * ens.n_outputs + d}[method]
+
+
+def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = None, *,
+                   batch_size: int | None = None, devices: Any = None,
+                   fn_name: str = "shap_values") -> tuple[Plan, str, int]:
+    """Per-leaf tables of ``ens`` for ``method``, computed once: ``(plan, kind, rows per step)``.
+
+    ``background``: checked rows ``f32[B, E]`` for ``method="interventional"``.
+    """
+    _check(ens, method, background, fn_name)
+    if method == "approximate":
+        return None, "saabas", 0
+    kind = "path" if method == "path_dependent" else "table"
+    rows, chunk = _rows_per_step(ens, _table_width(ens, kind), 256)
+    if method == "path_dependent":
+        return _path_plan(ens, _training_weights(ens, fn_name), chunk=chunk), kind, rows
+    _, hist_chunk = _rows_per_step(ens, 1 << ens.depth, 256)
+    plan = _path_plan(ens, ens.leaf_weights, chunk=chunk)
+    background = np.asarray(background, np.float32)
+    histogram = sum_rows(_pattern_histogram_kernel, (ens, plan), (background, np.ones(len(background), np.float32)),
+                         batch_size=batch_size, devices=devices, fn_name=fn_name)
+    return _interventional_plan(ens, plan, histogram, chunk=chunk), kind, rows
+
+
+def _saabas_table(ens: TreeEnsemble) -> tuple[Array, Array]:
+    """``(f32[T, L, D, K] change of the mean value at each edge of each leaf's path, i32[T, L, D]
+    the edge's feature)``."""
+    nodes, _, mask = leaf_paths(ens)
+    cover, total = subtree_sums(ens, ens.leaf_weights)
+    mean = _safe_div(total, cover[..., None], 0.0)  # [T, M, K]
+    rows = jnp.arange(ens.n_trees)[:, None, None]
+    node_mean = mean[rows, nodes]  # [T, L, D, K]
+    child_mean = jnp.concatenate([ens.leaf_values[:, :, None], node_mean[:, :, :-1]], axis=2)
+    change = jnp.where(mask[..., None], child_mean - node_mean, 0.0) * ens.scale
+    return change, jnp.where(mask, ens.node_features[rows, nodes], 0)
+
+
+def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
+    change, features = _saabas_table(ens)
+
+    def block_fn(xb):
+        leaves = leaves_of(ens, xb)  # [T, b]
+        got = jnp.take_along_axis(change, leaves[:, :, None, None], axis=1)  # [T, b, D, K]
+        feat = jnp.take_along_axis(features, leaves[:, :, None], axis=1)  # [T, b, D]
+        rows = jnp.broadcast_to(jnp.arange(xb.shape[0])[None, :, None], feat.shape)
+        out = jnp.zeros((xb.shape[0], ens.n_evaluated, ens.n_outputs), jnp.float32)
+        out = out.at[rows.reshape(-1), feat.reshape(-1)].add(got.reshape(-1, ens.n_outputs))
+        return to_features(ens, out, axis=1)
+
+    return map_blocks(block_fn, x, min(block, 256))
+
+
+def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent", background: Any = None,
+                     batch_size: int | None = None, devices: Any = None) -> Any:
+    """SHAP values of checked rows ``x: f32[N, E]`` (see the module docstring for the methods).
+
+    Args:
+        ens: the model.
+        x: ``f32[N, E]`` rows (``jaximp._inputs.as_features``).
+        method: ``"path_dependent"`` (CatBoost ``Regular``, shap ``tree_path_dependent``),
+            ``"approximate"`` (Saabas, CatBoost ``Approximate``) or ``"interventional"``.
+        background: ``f32[B, E]`` checked rows, only with ``method="interventional"``.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+
+    Returns:
+        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; rows sum to the prediction minus
+        :func:`tree_expected_value`.
+
+    Raises:
+        TypeError, ValueError: a bad model, method, background or a model too deep for tables.
+
+    Example:
+        >>> tree_shap_values(ens, x)  # doctest: +SKIP
+    """
+    plan, kind, rows = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices)
+    if kind == "saabas":
+        out = map_rows(_saabas_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
+    else:
+        out = map_rows(_shap_kernel, (ens, plan), x, batch_size=batch_size, devices=devices,
+                       fn_name="shap_values", kind=kind, step_rows=rows)
+    return squeeze_outputs(out, ens.n_outputs)
+
+
+def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", background: Any = None,
+                        batch_size: int | None = None, devices: Any = None) -> Array:
+    """The expected raw prediction: ``f32[]`` when K == 1, else ``f32[K]``.
+
+    The training-weighted mean (``path_dependent``, ``approximate``) or the mean prediction over
+    the background rows ``f32[B, E]`` (``interventional``), in raw score space.
+    """
+    _check(ens, method, background, "expected_value")
+    if method == "interventional":
+        from jaximp._tree_leaves import tree_predict
+
+        mean = np.asarray(tree_predict(ens, np.asarray(background, np.float32), batch_size=batch_size,
+                                       devices=devices), np.float64).mean(0)
+        return squeeze_outputs(jnp.asarray(np.atleast_1d(mean), jnp.float32), ens.n_outputs)
+    weights = _training_weights(ens, "expected_value")
+    total = jnp.sum(weights, axis=1, keepdims=True)
+    mean = jnp.einsum("tl,tlk->k", _safe_div(weights, total, 0.0), ens.leaf_values)
+    return squeeze_outputs(ens.scale * mean + ens.bias, ens.n_outputs)
+
+
+def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None,
+                                 devices: Any = None) -> Any:
+    """Path-dependent SHAP interaction values of checked rows ``x: f32[N, E]``.
+
+    Returns:
+        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric; rows sum to the SHAP
+        values (Lundberg et al. 2020, eq. 11-12).
+    """
+    fn_name = "shap_interaction_values"
+    check_tree_ensemble(ens, fn_name)
+    if ens.depth > MAX_PAIR_DEPTH:
+        raise ValueError(f"{fn_name}: ens.depth must be at most {MAX_PAIR_DEPTH} for per-leaf interaction "
+                         f"tables; got {ens.depth}")
+    rows, chunk = _rows_per_step(ens, _table_width(ens, "pairs"), 256)
+    plan = _interaction_plan(ens, _training_weights(ens, fn_name), chunk=chunk)
+    out = map_rows(_shap_kernel, (ens, plan), x, batch_size=batch_size, devices=devices,
+                   fn_name=fn_name, kind="pairs", step_rows=rows)
+    return squeeze_outputs(out, ens.n_outputs)
