@@ -49,7 +49,13 @@ from jaximp._inputs import as_features, as_raw_columns, display_values
 from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
 from jaximp._tree_model import TreeEnsemble
-from jaximp._tree_shap import tree_expected_value, tree_shap_interaction_values, tree_shap_values
+from jaximp._tree_shap import (
+    tree_expected_value,
+    tree_shap_interaction_values,
+    tree_shap_plan,
+    tree_shap_values,
+    tree_shap_values_from_plan,
+)
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
 _TABLE_KIND = {
@@ -258,10 +264,10 @@ class Explainer:
                  method: str = "path_dependent"):
         self.ens = ens
         self.method = method
-        if isinstance(ens, TreeEnsemble):  # its per-leaf tables are built per call, for now
-            self.background = None if background is None else as_features(background, ens, "Explainer", "background")
-            self.tables = None
-            self._expected = tree_expected_value(ens, method=method, background=self.background)
+        if isinstance(ens, TreeEnsemble):
+            background = None if background is None else as_features(background, ens, "Explainer", "background")
+            self.tables = tree_shap_plan(ens, method, background)
+            self._expected = tree_expected_value(ens, method=method, background=background)
         else:
             self.tables = shap_tables(ens, method, background, fn_name="Explainer")
             self._expected = squeeze_outputs(self.tables.expected, ens.n_outputs)
@@ -274,9 +280,9 @@ class Explainer:
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     fn_name: str = "Explainer.shap_values") -> Any:
         """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``; see :func:`shap_values`."""
-        if self.tables is None:
-            return tree_shap_values(self.ens, as_features(X, self.ens, fn_name), method=self.method,
-                                    background=self.background, batch_size=batch_size, devices=devices)
+        if isinstance(self.ens, TreeEnsemble):
+            return tree_shap_values_from_plan(self.ens, as_features(X, self.ens, fn_name), self.tables,
+                                              batch_size=batch_size, devices=devices)
         return _explain(self.ens, self.tables, X, batch_size=batch_size, devices=devices, fn_name=fn_name)
 
     def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None):

@@ -462,7 +462,15 @@ def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent
     Example:
         >>> tree_shap_values(ens, x)  # doctest: +SKIP
     """
-    plan, kind, rows = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices)
+    plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices)
+    return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size, devices=devices)
+
+
+def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_size: int | None = None,
+                               devices: Any = None) -> Any:
+    """:func:`tree_shap_values` with the per-leaf tables of :func:`tree_shap_plan` built once
+    (what ``jaximp.Explainer`` keeps), so that explaining more rows costs only the lookups."""
+    plan, kind, rows = plan
     if kind == "saabas":
         out = map_rows(_saabas_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
     else:

@@ -301,8 +301,55 @@ def categorical_workloads(_model, _ens, quick: bool) -> list[Workload]:
     ]
 
 
+def depthwise_model(quick: bool):
+    """A cached Depthwise CatBoost regressor (depth 8, 200 trees; 50 trees with --quick) on 20k
+    rows of the reference distribution, reloaded from its JSON export (CatBoost's reference for
+    non-symmetric trees: its SHAP of a freshly trained one is not additive, catboost issue 2136)."""
+    import catboost
+
+    import jaximp
+
+    iterations = 50 if quick else 200
+    path = CACHE / f"depthwise-{iterations}.json"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        X, y = explained_rows(20_000, seed=0)
+        catboost.CatBoostRegressor(
+            iterations=iterations, depth=8, grow_policy="Depthwise", learning_rate=0.1, verbose=0,
+            random_seed=0, allow_writing_files=False,
+        ).fit(X, y).save_model(str(path), format="json")
+    model = catboost.CatBoost()
+    model.load_model(str(path), format="json")
+    return model, jaximp.from_catboost(path)
+
+
+def depthwise_workloads(_model, _ens, quick: bool) -> list[Workload]:
+    """Issue 10: non-symmetric trees (TreeEnsemble); SHAP with the per-leaf tables built in the
+    call, and with them kept by an Explainer."""
+    import catboost
+
+    import jaximp
+
+    model, ens = depthwise_model(quick)
+    X, _ = explained_rows(10_000 if quick else 100_000, seed=1)
+    X_shap = X[: 256 if quick else 2048]
+    explainer = jaximp.Explainer(ens)
+
+    def catboost_shap():
+        return model.get_feature_importance(catboost.Pool(X_shap), type="ShapValues")[:, :-1]
+
+    return [
+        Workload("Depthwise depth 8: predict (raw)", len(X), "CatBoost predict",
+                 lambda: model.predict(X, prediction_type="RawFormulaVal"), lambda: ens.predict(X), max_abs_diff),
+        Workload("Depthwise depth 8: SHAP path-dependent", len(X_shap), "CatBoost ShapValues Regular",
+                 catboost_shap, lambda: jaximp.shap_values(ens, X_shap), max_abs_diff, 1),
+        Workload("Depthwise depth 8: SHAP path-dependent, Explainer", len(X_shap), "CatBoost ShapValues Regular",
+                 catboost_shap, lambda: explainer.shap_values(X_shap), max_abs_diff, 1),
+    ]
+
+
 WORKLOADS = {"core": core_workloads, "model": model_workloads, "shap": shap_workloads,
-             "data": data_workloads, "categorical": categorical_workloads}
+             "data": data_workloads, "categorical": categorical_workloads, "depthwise": depthwise_workloads}
 
 
 def background_scaling(model, ens, quick: bool) -> list[dict]:
