@@ -142,15 +142,14 @@ def to_features(ens: TreeEnsemble, values: Array, axis: int) -> Array:
     raise NotImplementedError("to_features: TreeEnsemble models with categorical features")
 
 
-def leaf_paths(ens: TreeEnsemble) -> tuple[Array, Array, Array]:
-    """Each leaf's root-to-leaf path, listed from the leaf up.
+def parents(ens: TreeEnsemble) -> tuple[Array, Array, Array, Array]:
+    """Each node's and each leaf's parent and side.
 
     Returns:
-        ``(nodes i32[T, L, D], right bool[T, L, D], mask bool[T, L, D])``: entry ``j`` is the
-        ``j``-th ancestor of the leaf (0: its parent), whether the path goes right there, and
-        whether the entry is real (False past the root and for padded leaves).
+        ``(node_parent i32[T, M], node_side i32[T, M], leaf_parent i32[T, L], leaf_side i32[T, L])``:
+        the internal node above (-1 for roots and padding) and 1 when reached by its right edge.
     """
-    t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
+    t, m, l = ens.n_trees, ens.n_nodes, ens.n_leaves
     children = ens.node_children.reshape(t, 2 * m)
     node = jnp.broadcast_to(jnp.repeat(jnp.arange(m, dtype=jnp.int32), 2), (t, 2 * m))
     side = jnp.broadcast_to(jnp.tile(jnp.arange(2, dtype=jnp.int32), m), (t, 2 * m))
@@ -161,6 +160,19 @@ def leaf_paths(ens: TreeEnsemble) -> tuple[Array, Array, Array]:
     node_side = jnp.zeros((t, m), jnp.int32).at[rows, to_node].set(side, mode="drop")
     leaf_parent = jnp.full((t, l), -1, jnp.int32).at[rows, to_leaf].set(node, mode="drop")
     leaf_side = jnp.zeros((t, l), jnp.int32).at[rows, to_leaf].set(side, mode="drop")
+    return node_parent, node_side, leaf_parent, leaf_side
+
+
+def leaf_paths(ens: TreeEnsemble) -> tuple[Array, Array, Array]:
+    """Each leaf's root-to-leaf path, listed from the leaf up.
+
+    Returns:
+        ``(nodes i32[T, L, D], right bool[T, L, D], mask bool[T, L, D])``: entry ``j`` is the
+        ``j``-th ancestor of the leaf (0: its parent), whether the path goes right there, and
+        whether the entry is real (False past the root and for padded leaves).
+    """
+    t, l, depth = ens.n_trees, ens.n_leaves, ens.depth
+    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
     nodes, right = [leaf_parent], [leaf_side]
     for _ in range(depth - 1):
         up = jnp.maximum(nodes[-1], 0)

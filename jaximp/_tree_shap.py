@@ -25,8 +25,12 @@ a background row only through its pattern at the leaf, so a per-leaf background 
 a table ``T_l[U, j]`` (``4**D`` work per leaf, small trees only). Saabas (``approximate``) credits
 each edge of the row's own path with the change of the cover-weighted mean value.
 
-Slots: entry ``e`` of a leaf's path (``leaf_paths``, listed from the leaf up) is slot ``e``; a
-slot is a player when no earlier entry reads the same feature. Other slots are null players.
+Slots: entry ``k`` of a leaf's path is its ancestor at depth ``k`` (root first), slot ``k``; a
+slot is a player when no shallower entry reads the same feature, else a null player. A node's
+slot is thus the same for every leaf below it, so a row's patterns are built once per node, not
+per leaf and depth: each edge the row misses sets its player's bit, and every node ORs in the
+bits of its ancestors by pointer jumping (``log2 D`` gathers over the nodes instead of ``D`` over
+the leaves; :class:`Edges`).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from jaximp._model import squeeze_outputs
 from jaximp._shap_tables import interaction_weights, shapley_weights
 from jaximp._tree_importance import subtree_sums
 from jaximp._tree_leaves import leaf_outputs, leaves_of, node_decisions
-from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, to_features
+from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, parents, to_features
 
 METHODS = ("path_dependent", "approximate", "interventional")
 MAX_TABLE_DEPTH = 12  # path tables hold 2**D floats per leaf
@@ -56,6 +60,8 @@ _CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
 class Paths(NamedTuple):
     """Per-leaf path slots of every tree (a pytree; see the module docstring).
 
+    Entry ``k`` is the leaf's ancestor at depth ``k`` (root first).
+
     Attributes:
         nodes: ``i32[T, L, D]`` internal node of each slot's edge.
         right: ``bool[T, L, D]`` the path goes right there.
@@ -63,7 +69,7 @@ class Paths(NamedTuple):
         player: ``bool[T, L, D]`` slot is a player (a real edge, first of its feature).
         feature: ``i32[T, L, D]`` the player's evaluated feature (0 for null slots).
         z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
-        ratio: ``f32[T, L, D]`` each edge's cover ratio (1 past the root).
+        ratio: ``f32[T, L, D]`` each edge's cover ratio (1 past the leaf).
         mask: ``bool[T, L, D]`` the entry is a real edge.
     """
 
@@ -92,6 +98,8 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
     child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
     ratio = jnp.where(mask, _safe_div(child_cover, node_cover, 0.5), 1.0)
     feature = jnp.where(mask, ens.node_features[rows, nodes], -1)
+    nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
+    ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
     same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [T, L, e, e']
     slot = jnp.argmax(same, axis=-1).astype(jnp.int32)  # first entry with the same feature
     player = mask & (slot == jnp.arange(d))
@@ -100,18 +108,71 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
                  ratio, mask)
 
 
-def patterns(paths: Paths, decisions: Array) -> Array:
+def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
+    """Reorder ``[T, L, D]`` path entries listed from the leaf up to root first (entry ``k`` at
+    depth ``k``); entries past the leaf come out as ``mask``-False copies of the root's."""
+    d = mask.shape[-1]
+    length = jnp.sum(mask, axis=-1, keepdims=True)  # the leaf's depth
+    index = jnp.clip(length - 1 - jnp.arange(d), 0, max(d - 1, 0))
+    real = jnp.arange(d) < length
+    out = [jnp.take_along_axis(a, index, axis=-1) for a in entries]
+    return tuple(jnp.where(real, a, jnp.zeros_like(a)) if a.dtype == bool else a for a in out)
+
+
+class Edges(NamedTuple):
+    """What a row's patterns are built from, per tree (a pytree; see the module docstring).
+
+    Attributes:
+        parent: ``i32[T, M]`` the node above each internal node (0 at roots and padding).
+        side: ``i32[T, M]`` 1 when the node is its parent's right child.
+        bit: ``i32[T, M]`` ``1 << slot`` of the edge into the node (0 at roots and padding).
+        jumps: ``i32[T, J, M]`` the ``2**j``-th ancestor of each node (clamped at node 0), with
+            ``2**J >= D - 1``: J rounds of pointer jumping cover every internal node's path.
+        leaf_parent, leaf_side, leaf_bit: ``i32[T, L]`` the same for the edge into each leaf.
+    """
+
+    parent: Array
+    side: Array
+    bit: Array
+    jumps: Array
+    leaf_parent: Array
+    leaf_side: Array
+    leaf_bit: Array
+
+
+def tree_edges(ens: TreeEnsemble, paths: Paths) -> Edges:
+    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths``."""
+    t, m = ens.n_trees, ens.n_nodes
+    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    rows = jnp.arange(t)[:, None, None]
+    at = jnp.where(paths.mask, paths.nodes, m)  # padded entries dropped
+    node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
+    parent, leaf_up = jnp.maximum(node_parent, 0), jnp.maximum(leaf_parent, 0)
+    bit = jnp.where(node_parent >= 0, 1 << jnp.take_along_axis(node_slot, parent, axis=1), 0)
+    leaf_bit = jnp.where(leaf_parent >= 0, 1 << jnp.take_along_axis(node_slot, leaf_up, axis=1), 0)
+    jumps = [parent]
+    for _ in range(max(0, ens.depth - 2).bit_length() - 1):
+        jumps.append(jnp.take_along_axis(jumps[-1], jumps[-1], axis=1))
+    return Edges(parent, node_side, bit, jnp.stack(jumps, axis=1), leaf_up, leaf_side, leaf_bit)
+
+
+def _gather_nodes(a: Array, index: Array) -> Array:
+    """``a[c, n, b]`` at ``index i32[c, n']`` along axis 1 -> ``[c, n', b]``."""
+    return jnp.take_along_axis(a, index[..., None], axis=1)
+
+
+def patterns(edges: Edges, decisions: Array, depth: int) -> Array:
     """``i32[c, L, b]`` bit ``s`` set when player slot ``s`` has ``o_s = 1`` or is a null slot.
 
-    ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees as ``paths``.
+    ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees as ``edges``.
     """
-    c, l, d = paths.nodes.shape
-    took = jnp.take_along_axis(decisions[:, None], paths.nodes[..., None], axis=2)  # [c, L, D, b]
-    missed = (took != paths.right[..., None]) & paths.mask[..., None]
-    fails = jnp.zeros(missed.shape[:2] + missed.shape[3:], jnp.int32)
-    for e in range(d):  # D static: OR each missed edge into its player's bit
-        fails = fails | jnp.where(missed[:, :, e], (1 << paths.slot[:, :, e])[..., None], 0)
-    return ((1 << d) - 1) & ~fails
+    missed = _gather_nodes(decisions, edges.parent) != (edges.side == 1)[..., None]
+    fails = jnp.where(missed, edges.bit[..., None], 0)  # [c, M, b]: the edge into each node
+    for j in range(edges.jumps.shape[1]):  # OR in the ancestors' bits, 2**j edges at a time
+        fails = fails | _gather_nodes(fails, edges.jumps[:, j])
+    missed = _gather_nodes(decisions, edges.leaf_parent) != (edges.leaf_side == 1)[..., None]
+    fails = _gather_nodes(fails, edges.leaf_parent) | jnp.where(missed, edges.leaf_bit[..., None], 0)
+    return ((1 << depth) - 1) & ~fails
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,6 +266,7 @@ class Plan(NamedTuple):
     node_borders: Array
     node_nan_right: Array
     paths: Paths
+    edges: Edges
     values: Array  # f32[.., L, K] scaled leaf values
     table: Array  # method-specific per-leaf table
 
@@ -229,7 +291,7 @@ def _rows_per_step(ens: TreeEnsemble, width: int, block: int) -> tuple[int, int]
 
 
 def _make_plan(ens: TreeEnsemble, paths: Paths, table: Array, chunk: int) -> Plan:
-    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, paths,
+    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, paths, tree_edges(ens, paths),
                 ens.scale * ens.leaf_values, table)
     return _chunk_trees(tree, ens.n_trees, chunk)
 
@@ -249,7 +311,7 @@ def _scatter(values: Array, features: Array, n_segments: int) -> Array:
 def _path_phi(chunk: Plan, xt: Array, n_evaluated: int) -> Array:
     """``f32[E, K, b]`` path-dependent SHAP values of a chunk of trees for rows ``xt f32[E, b]``."""
     paths, d = chunk.paths, chunk.paths.z.shape[-1]
-    u = patterns(paths, _decisions(chunk, xt))  # [c, L, b]
+    u = patterns(chunk.edges, _decisions(chunk, xt), paths.z.shape[-1])  # [c, L, b]
     bits = 1 << jnp.arange(d, dtype=jnp.int32)
     player_bits = jnp.sum(jnp.where(paths.player, bits, 0), axis=-1)  # [c, L]
     u = u & player_bits[..., None]
@@ -271,7 +333,7 @@ def _path_phi(chunk: Plan, xt: Array, n_evaluated: int) -> Array:
 def _table_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Array:
     """``f32[E(, E), K, b]`` from a per-pattern table ``[c, L, 2**D, D(, D), K]``."""
     paths = chunk.paths
-    u = patterns(paths, _decisions(chunk, xt))  # [c, L, b]
+    u = patterns(chunk.edges, _decisions(chunk, xt), paths.z.shape[-1])  # [c, L, b]
     gathered = jnp.take_along_axis(
         chunk.table, u.reshape(u.shape + (1,) * (chunk.table.ndim - 3)), axis=2)  # [c, L, b, ...]
     gathered = jnp.moveaxis(gathered, 2, -1)  # [c, L, D(, D), K, b]
@@ -323,7 +385,7 @@ def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Arr
         xb, wb = args
 
         def chunk_fn(chunk):
-            u = patterns(chunk.paths, _decisions(chunk, xb.T))  # [c, L, b]
+            u = patterns(chunk.edges, _decisions(chunk, xb.T), ens.depth)  # [c, L, b]
             c, l, _ = u.shape
             index = (jnp.arange(c * l, dtype=jnp.int32).reshape(c, l, 1) * size + u).reshape(-1)
             counts = jnp.broadcast_to(wb, u.shape).reshape(-1)
