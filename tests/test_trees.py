@@ -104,6 +104,26 @@ def test_leaves_and_predictions(case):
     assert ens.depth <= case[2] and ens.n_leaves <= (case[3] or 1 << case[2])
 
 
+def test_summed_models(tmp_path):
+    """``catboost.sum_models`` of a Depthwise and a Lossguide model of different depths, weighted:
+    trees of different sizes in one ensemble, each model's leaves scaled by its weight."""
+    (_, shallow, X), (_, deep, _) = trained(*GRID[0]), trained("regression", "Lossguide", 8, 24, "Min")
+    path = str(tmp_path / "sum.json")
+    catboost.sum_models([shallow, deep], weights=[0.3, 0.7]).save_model(path, format="json")
+    model = catboost.CatBoost()
+    model.load_model(path, format="json")
+    with open(path) as f:
+        ens = tree_ensemble_from_json(json.load(f))
+    x = rows(X, 100)
+    assert ens.n_trees == shallow.tree_count_ + deep.tree_count_
+    np.testing.assert_array_equal(tree_leaf_indices(ens, x), model.calc_leaf_indexes(x))
+    assert_close(tree_predict(ens, x), model.predict(x, prediction_type="RawFormulaVal"))
+    assert_close(tree_prediction_values_change(ens), model.get_feature_importance(type="PredictionValuesChange"))
+    values, expected = catboost_shap(model, x)
+    assert_close(tree_shap_values(ens, x), values[:, :, 0])
+    assert_close(tree_expected_value(ens), expected[0])
+
+
 def test_results_do_not_depend_on_batch_size():
     model_json, _, X = trained(*GRID[1])
     ens = tree_ensemble_from_json(model_json)
