@@ -4,6 +4,7 @@ The whole public API is listed here; everything else lives in private modules.
 """
 
 from jaximp._catboost import from_catboost as from_catboost
+from jaximp._compile import enable_compilation_cache as enable_compilation_cache
 from jaximp._dropin import get_feature_importance as get_feature_importance
 from jaximp._importance import interaction as interaction
 from jaximp._importance import prediction_values_change as prediction_values_change
@@ -15,6 +16,8 @@ from jaximp._model import ObliviousEnsemble as ObliviousEnsemble
 from jaximp._permutation import permutation_importance as permutation_importance
 from jaximp._shap import Explainer as Explainer
 from jaximp._shap import expected_value as expected_value
+from jaximp._shap import shap_importance as shap_importance
+from jaximp._shap import shap_interaction_importance as shap_interaction_importance
 from jaximp._shap import shap_interaction_values as shap_interaction_values
 from jaximp._shap import shap_values as shap_values
 from jaximp._tree_model import TreeEnsemble as TreeEnsemble
@@ -25,6 +28,7 @@ __all__ = [
     "Explainer",
     "ObliviousEnsemble",
     "TreeEnsemble",
+    "enable_compilation_cache",
     "expected_value",
     "from_catboost",
     "get_feature_importance",
@@ -34,6 +38,8 @@ __all__ = [
     "permutation_importance",
     "predict",
     "prediction_values_change",
+    "shap_importance",
+    "shap_interaction_importance",
     "shap_interaction_values",
     "shap_values",
     "split_importance",

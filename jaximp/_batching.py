@@ -8,8 +8,13 @@ Every function of jaximp that takes rows runs its per-row kernel through :func:`
   same N, or of any N the compiled shapes cover, does not recompile;
 * with several devices, each step is sharded along rows (``NamedSharding(mesh, P("rows"))``)
   and the kernel's other arguments (model, tables) are replicated;
-* results of each step are copied to host memory while the next step runs, and returned as
-  NumPy arrays;
+* results live where the rows are: rows in host memory give NumPy arrays, each step copied to
+  the host while the next one runs; rows given as ``jax.Array`` give ``jax.Array`` results left
+  on the device (no host copy);
+* a reduction over rows (:func:`sum_rows`, :func:`mean_abs_rows`) adds each step's result and
+  never holds a per-row result for all rows;
+* the default step size comes from the kernel's per-row output footprint (``row_floats``) and the
+  device's memory, so a default call fits the device whatever the output's width;
 * when the kernel's non-row arguments are traced (``jax.grad`` / ``jax.jit`` over the model),
   all rows go through one traced call instead, so the result is differentiable.
 
@@ -20,6 +25,7 @@ the inputs, so results do not depend on batch size or device count.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +43,7 @@ _BLOCK = {"cpu": 1024}
 _ACCELERATOR_BLOCK = 1 << 14
 _DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; leftover rows go in smaller steps
 _ACCELERATOR_BATCH = 1 << 18
+_STEP_MEMORY_FRACTION = 16  # a default step's output takes at most 1/16 of the device's memory
 
 
 def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
@@ -60,18 +67,56 @@ def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
     )
 
 
-def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str) -> int:
-    """Rows per device step: ``batch_size`` checked, or the device's default."""
+def device_memory(device: jax.Device) -> int:
+    """Bytes of memory ``device`` has: its allocator's limit, or the host's RAM for a CPU."""
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # backends without memory statistics
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str, row_floats: int = 0) -> int:
+    """Rows per device step: ``batch_size`` checked, or the device's default.
+
+    The default is the platform's step, lowered so that a step's output (``row_floats`` 4-byte
+    values per row, e.g. ``F * F * K`` for interaction values) takes at most
+    ``1 / _STEP_MEMORY_FRACTION`` of the device's memory.
+    """
     if batch_size is None:
-        return _DEFAULT_BATCH.get(device.platform, _ACCELERATOR_BATCH)
+        rows = _DEFAULT_BATCH.get(device.platform, _ACCELERATOR_BATCH)
+        if row_floats:
+            budget = device_memory(device) // _STEP_MEMORY_FRACTION
+            rows = max(1, min(rows, budget // (4 * row_floats)))
+        return rows
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"{fn_name}: batch_size must be a positive int or None; got {batch_size!r}")
     return int(batch_size)
 
 
-def block_size(device: jax.Device) -> int:
-    """Rows per fused block on ``device`` (see ``_BLOCK``)."""
-    return _BLOCK.get(device.platform, _ACCELERATOR_BLOCK)
+def block_size(device: jax.Device, row_floats: int = 0) -> int:
+    """Rows per fused block on ``device`` (see ``_BLOCK``), halved while a block's output
+    (``row_floats`` values per row) would take more than the default step's share of memory."""
+    block = _BLOCK.get(device.platform, _ACCELERATOR_BLOCK)
+    budget = device_memory(device) // _STEP_MEMORY_FRACTION if row_floats else 0
+    while block > 1 and budget and 4 * row_floats * block > budget:
+        block //= 2
+    return block
+
+
+def step_shape(batch_size: Any, device: jax.Device, fn_name: str, row_floats: int = 0) -> tuple[int, int]:
+    """``(rows per device step, rows per block)``: a step is a whole number of blocks, ``batch_size``
+    rounded up, or the default (:func:`resolve_batch_size`) rounded down to at least one block."""
+    rows = resolve_batch_size(batch_size, device, fn_name, row_floats)
+    block = block_size(device, row_floats)
+    if batch_size is None:
+        return max(block, rows // block * block), block
+    return -(-rows // block) * block, block
 
 
 def row_blocks(a: Array, block: int) -> Array:
@@ -114,25 +159,31 @@ def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, 
     )
 
 
+def _rows_device(rows: Any) -> Any:
+    """The device of rows given as ``jax.Array``s on a single device (computed there), else None."""
+    for a in jax.tree_util.tree_leaves(rows):
+        if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and len(a.devices()) == 1:
+            return list(a.devices())
+    return None
+
+
 def _is_traced(tree: Any) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
 
 
-def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce):
+def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
     not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
     stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled.
     """
-    devs = resolve_devices(devices, fn_name)
-    per_device = resolve_batch_size(batch_size, devs[0], fn_name)
+    devs = resolve_devices(_rows_device(rows) if devices is None else devices, fn_name)
+    per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    block = block_size(devs[0])
     if _is_traced(params) or _is_traced(rows):
         yield kernel(params, rows, block=block, **static)
         return
-    per_device = -(-per_device // block) * block
     compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
     start = 0
     while start < n:
@@ -151,6 +202,7 @@ def map_rows(
     devices: Any,
     fn_name: str,
     host_dtype: Any = None,
+    row_floats: int = 0,
     **static: Any,
 ) -> Any:
     """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
@@ -167,13 +219,20 @@ def map_rows(
         fn_name: the public function's name, for error messages.
         host_dtype: the dtype of the returned arrays, if not the kernel's (cast while copying
             each step to the host: a narrow kernel output costs no wide device transfer).
+        row_floats: values the kernel outputs per row, for the default step size (0: the
+            platform's default).
         **static: hashable arguments compiled into the kernel.
 
     Returns:
-        The kernel's output pytree with leading axis N: NumPy arrays, or traced arrays when
-        ``params`` is traced.
+        The kernel's output pytree with leading axis N: NumPy arrays when every row array is in
+        host memory, ``jax.Array``s left on the device when one is a ``jax.Array``, traced arrays
+        when ``params`` or ``rows`` are traced.
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    steps = _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
+                   row_floats=row_floats)
+    if on_device(rows):
+        return _on_device(steps, n, host_dtype)
     result, start, pending = None, 0, None
 
     def to_host(step_out):
@@ -187,7 +246,7 @@ def map_rows(
         jax.tree_util.tree_map(lambda r, a: r.__setitem__(slice(start, stop), a[: stop - start]), result, parts)
         start = stop
 
-    for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False):
+    for out in steps:
         if _is_traced(out):  # one traced call over all rows
             return out if host_dtype is None else jax.tree_util.tree_map(lambda a: a.astype(host_dtype), out)
         if pending is not None:  # copy the previous step to the host while this one runs
@@ -195,6 +254,21 @@ def map_rows(
         pending = out
     to_host(pending)
     return result
+
+
+def on_device(rows: Any) -> bool:
+    """Whether ``rows`` (a pytree) holds a ``jax.Array``: results then stay on the device."""
+    return any(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(rows))
+
+
+def _on_device(steps: Any, n: int, dtype: Any) -> Any:
+    """The steps' outputs joined on the device, padding dropped (see :func:`map_rows`)."""
+    outs = list(steps)
+    if len(outs) == 1:
+        joined = outs[0]
+    else:
+        joined = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts), *outs)
+    return jax.tree_util.tree_map(lambda a: a[:n] if dtype is None else a[:n].astype(dtype), joined)
 
 
 def sum_rows(
@@ -221,6 +295,63 @@ def sum_rows(
     for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=True):
         total = out if total is None else jax.tree_util.tree_map(jnp.add, total, out)
     return total
+
+
+def _abs_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: Callable,
+                    inner_static: tuple) -> Any:
+    """Per block of ``block`` rows, ``sum_i w_i |inner(params, x)_i|`` over the rows ``(x, w)``
+    (padding has ``w = 0``): ``[n / block, ...]``."""
+    x, weight = rows
+    out = inner(params, x, block=block, **dict(inner_static))
+
+    def per_block(a):
+        size = block if a.shape[0] % block == 0 else a.shape[0]  # traced calls: rows unpadded
+        terms = weight.reshape((-1, size) + (1,) * (a.ndim - 1)) * jnp.abs(a).reshape((-1, size) + a.shape[1:])
+        return jnp.sum(terms, axis=1)
+
+    return jax.tree_util.tree_map(per_block, out)
+
+
+def mean_abs_rows(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    row_floats: int = 0,
+    **static: Any,
+) -> Any:
+    """The mean over rows of ``|kernel(params, rows)|``, without the per-row result for all rows.
+
+    Each step sums its rows' ``|kernel|`` per block on the device; the blocks' sums are added
+    on the host in float64, one after another in row order. The blocks are the same whatever
+    the batch size or device count, so the result is too (identical, not only close), and it
+    equals the mean of the per-row values to float32 rounding of each block's sum. Memory: one
+    step's per-row output.
+
+    Returns:
+        The mean as float32: NumPy when ``rows`` are in host memory, ``jax.Array`` when they are
+        one (or traced).
+    """
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    weight = (jnp if on_device(rows) else np).ones(n, np.float32)
+    static = dict(inner=kernel, inner_static=tuple(sorted(static.items())))
+    total = None
+    for out in _steps(_abs_sum_kernel, params, (rows, weight), batch_size, devices, fn_name, static,
+                      reduce=False, row_floats=row_floats):
+        if _is_traced(out):
+            return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0) / n, out)
+        parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
+        if total is not None:
+            parts = jax.tree_util.tree_map(lambda t, a: np.concatenate([t[None], a]), total, parts)
+        total = jax.tree_util.tree_map(lambda a: np.add.accumulate(a, axis=0)[-1], parts)
+    mean = jax.tree_util.tree_map(lambda a: (a / n).astype(np.float32), total)
+    if not on_device(rows):
+        return mean
+    device = _rows_device(rows)
+    return jax.device_put(mean, device[0] if device else None)
 
 
 def _padded(a: Any, size: int) -> Any:

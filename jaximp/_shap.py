@@ -44,7 +44,7 @@ import numpy as np
 from jax import Array
 
 from jaximp import _shap_tables
-from jaximp._batching import map_rows
+from jaximp._batching import map_rows, mean_abs_rows
 from jaximp._inputs import as_features, as_raw_columns, display_values
 from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
@@ -229,10 +229,13 @@ def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
 
 
 def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int | None, devices: Any,
-             fn_name: str) -> Any:
-    """SHAP values of rows ``X`` from per-tree tables: ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``."""
+             fn_name: str, reduce: bool = False) -> Any:
+    """SHAP values of rows ``X`` from per-tree tables: ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``;
+    with ``reduce`` their mean absolute value over rows, ``f32[F]`` or ``f32[F, K]``."""
     x = as_features(X, ens, fn_name)
-    out = map_rows(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    run = mean_abs_rows if reduce else map_rows
+    out = run(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+              row_floats=ens.n_features * ens.n_outputs)
     return squeeze_outputs(out, ens.n_outputs)
 
 
@@ -362,8 +365,49 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
     return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
 
 
+def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: str = "path_dependent",
+                    background: Any = None, batch_size: int | None = None, devices: Any = None) -> Any:
+    """Mean absolute SHAP value of each feature over the rows ``X`` (shap's global "mean(|SHAP|)"
+    bar), without holding the ``[N, F]`` SHAP matrix.
+
+    Rows go through the SHAP kernel of :func:`shap_values` step by step; each step sums its
+    rows' ``|phi|`` on the device and the steps' sums are added in float64, so the result equals
+    ``np.abs(shap_values(ens, X, ...)).mean(0)`` to float32 rounding while memory stays that of
+    one step (``batch_size`` rows) whatever N.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows (as for :func:`shap_values`).
+        method, background: as for :func:`shap_values`.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+
+    Returns:
+        ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
+        ``jax.Array`` for rows given as one.
+
+    Raises:
+        TypeError, ValueError: as :func:`shap_values`.
+
+    Example:
+        >>> jaximp.shap_importance(ens, X)  # doctest: +SKIP
+    """
+    fn_name = "shap_importance"
+    if isinstance(ens, TreeEnsemble):
+        background = None if background is None else as_features(background, ens, fn_name, "background")
+        plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices, fn_name=fn_name)
+        return tree_shap_values_from_plan(ens, as_features(X, ens, fn_name), plan, batch_size=batch_size,
+                                          devices=devices, reduce=True, fn_name=fn_name)
+    _check_model(ens, fn_name)
+    _check_method(method, background, fn_name)
+    x = as_features(X, ens, fn_name)
+    tab = shap_tables(ens, method, background, x=x, fn_name=fn_name, batch_size=batch_size, devices=devices)
+    return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=True)
+
+
 def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", background: Any = None) -> Any:
-    """The SHAP base value: ``f32[]`` when K == 1, else ``f32[K]``, in raw score space.
+    """The SHAP base value: ``f32[]`` when K == 1, else ``f32[K]`` (a ``jax.Array``, as every
+    function of the model alone), in raw score space.
 
     ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias`` with ``p_t`` the tree's training leaf
     weights (``path_dependent``, ``exact``, ``approximate``) or its background leaf histogram
@@ -374,14 +418,14 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
     """
     if isinstance(ens, TreeEnsemble):
         background = None if background is None else as_features(background, ens, "expected_value", "background")
-        return _host(tree_expected_value(ens, method=method, background=background))
+        return tree_expected_value(ens, method=method, background=background)
     _check_model(ens, "expected_value")
     _check_method(method, background, "expected_value")
     if method == "interventional":
         dist = background_histogram(ens, background, fn_name="expected_value")
     else:
         dist = training_distribution(ens, fn_name="expected_value")
-    return _host(squeeze_outputs(_shap_tables.expected_output(ens, dist), ens.n_outputs))
+    return squeeze_outputs(_shap_tables.expected_output(ens, dist), ens.n_outputs)
 
 
 def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None,
@@ -410,17 +454,45 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     Raises:
         TypeError, ValueError: a bad model or rows.
     """
+    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values")
+
+
+def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: int | None = None,
+                                devices: Any = None) -> Any:
+    """Mean absolute SHAP interaction value of every pair of features over the rows ``X``,
+    without holding the ``[N, F, F]`` interaction values.
+
+    Equals ``np.abs(shap_interaction_values(ens, X)).mean(0)`` to float32 rounding (steps
+    reduced on the device, added in float64); memory ``O(batch_size F^2)`` whatever N.
+
+    Returns:
+        ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
+        |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
+
+    Raises:
+        TypeError, ValueError: as :func:`shap_interaction_values`.
+
+    Example:
+        >>> jaximp.shap_interaction_importance(ens, X)  # doctest: +SKIP
+    """
+    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_importance",
+                         reduce=True)
+
+
+def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
+                  reduce: bool = False) -> Any:
+    """Interaction values ``[N, F, F(, K)]``, or with ``reduce`` their mean |.| ``[F, F(, K)]``."""
     if isinstance(ens, TreeEnsemble):
-        return tree_shap_interaction_values(ens, as_features(X, ens, "shap_interaction_values"),
-                                            batch_size=batch_size, devices=devices)
-    _check_model(ens, "shap_interaction_values")
+        return tree_shap_interaction_values(ens, as_features(X, ens, fn_name), batch_size=batch_size,
+                                            devices=devices, reduce=reduce, fn_name=fn_name)
+    _check_model(ens, fn_name)
     if ens.n_players ** 2 >= 2**31:
-        raise ValueError("shap_interaction_values: the model's features must number under 46341 for "
-                         f"[F, F] pairs indexed in int32; got {ens.n_players}")
-    x = as_features(X, ens, "shap_interaction_values")
-    dist = training_distribution(ens, x, fn_name="shap_interaction_values", batch_size=batch_size,
-                                 devices=devices)
+        raise ValueError(f"{fn_name}: the model's features must number under 46341 for [F, F] pairs "
+                         f"indexed in int32; got {ens.n_players}")
+    x = as_features(X, ens, fn_name)
+    dist = training_distribution(ens, x, fn_name=fn_name, batch_size=batch_size, devices=devices)
     tab = _build(ens, dist, kind="interaction_path")
-    out = map_rows(_interaction_kernel, (ens, tab), x, batch_size=batch_size, devices=devices,
-                   fn_name="shap_interaction_values")
+    run = mean_abs_rows if reduce else map_rows
+    out = run(_interaction_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+              row_floats=ens.n_features ** 2 * ens.n_outputs)
     return squeeze_outputs(out, ens.n_outputs)

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_blocks, map_rows, row_blocks, sum_rows
+from jaximp._batching import map_blocks, map_rows, mean_abs_rows, row_blocks, sum_rows
 from jaximp._model import squeeze_outputs
 from jaximp._shap_tables import interaction_weights, shapley_weights
 from jaximp._tree_importance import subtree_sums
@@ -528,16 +528,26 @@ def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent
     return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size, devices=devices)
 
 
-def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_size: int | None = None,
-                               devices: Any = None) -> Any:
-    """:func:`tree_shap_values` with the per-leaf tables of :func:`tree_shap_plan` built once
-    (what ``jaximp.Explainer`` keeps), so that explaining more rows costs only the lookups."""
+def _row_kernel(ens: TreeEnsemble, plan: tuple) -> tuple[Any, Any, dict]:
+    """``(kernel, params, static)`` computing a plan's per-row values ``[n, F(, F), K]``."""
     plan, kind, rows = plan
     if kind == "saabas":
-        out = map_rows(_saabas_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
-    else:
-        out = map_rows(_shap_kernel, (ens, plan), x, batch_size=batch_size, devices=devices,
-                       fn_name="shap_values", kind=kind, step_rows=rows)
+        return _saabas_kernel, ens, {}
+    return _shap_kernel, (ens, plan), dict(kind=kind, step_rows=rows)
+
+
+def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_size: int | None = None,
+                               devices: Any = None, reduce: bool = False, fn_name: str = "shap_values") -> Any:
+    """:func:`tree_shap_values` with the per-leaf tables of :func:`tree_shap_plan` built once
+    (what ``jaximp.Explainer`` keeps), so that explaining more rows costs only the lookups.
+
+    With ``reduce``, the mean over rows of the values' absolute value, ``f32[F(, F)]`` (K == 1)
+    or ``f32[F(, F), K]``, summed step by step (``jaximp._batching.mean_abs_rows``)."""
+    kernel, params, static = _row_kernel(ens, plan)
+    width = ens.n_features * ens.n_outputs * (ens.n_features if plan[1] == "pairs" else 1)
+    run = mean_abs_rows if reduce else map_rows
+    out = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+              row_floats=width, **static)
     return squeeze_outputs(out, ens.n_outputs)
 
 
@@ -562,20 +572,20 @@ def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", ba
 
 
 def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None,
-                                 devices: Any = None) -> Any:
+                                 devices: Any = None, reduce: bool = False,
+                                 fn_name: str = "shap_interaction_values") -> Any:
     """Path-dependent SHAP interaction values of checked rows ``x: f32[N, E]``.
 
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric; rows sum to the SHAP
-        values (Lundberg et al. 2020, eq. 11-12).
+        values (Lundberg et al. 2020, eq. 11-12). With ``reduce``, their mean absolute value over
+        rows, ``f32[F, F(, K)]``.
     """
-    fn_name = "shap_interaction_values"
     check_tree_ensemble(ens, fn_name)
     if ens.depth > MAX_PAIR_DEPTH:
         raise ValueError(f"{fn_name}: ens.depth must be at most {MAX_PAIR_DEPTH} for per-leaf interaction "
                          f"tables; got {ens.depth}")
     rows, chunk = _rows_per_step(ens, _table_width(ens, "pairs"), 256)
     plan = _interaction_plan(ens, _training_weights(ens, fn_name), chunk=chunk)
-    out = map_rows(_shap_kernel, (ens, plan), x, batch_size=batch_size, devices=devices,
-                   fn_name=fn_name, kind="pairs", step_rows=rows)
-    return squeeze_outputs(out, ens.n_outputs)
+    return tree_shap_values_from_plan(ens, x, (plan, "pairs", rows), batch_size=batch_size,
+                                      devices=devices, reduce=reduce, fn_name=fn_name)

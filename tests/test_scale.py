@@ -1,0 +1,255 @@
+"""Scale: where results live, global importances without the per-row matrix, default step sizes,
+several devices and the persistent compilation cache.
+
+Oracles: the same functions on host rows (results on the device must be identical: the same
+compiled block program runs every row), and the mean of the per-row values computed in memory
+in float64 (global importances add float32 sums of 1024-row blocks, so they agree to about
+``1024 * 6e-8``: ``rtol=1e-5`` of the largest entry).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import catboost
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import make_data, train
+
+import jaximp
+from jaximp import _batching
+
+
+def tree_model(tmp_path_factory, kind="multiclass"):
+    """A Depthwise CatBoost model reloaded from its JSON export, as a TreeEnsemble: ``(ens, X)``."""
+    X, y = make_data(kind, n=500, n_features=5, nan_fraction=0.05)
+    model = catboost.CatBoost(dict(loss_function="MultiClass", depth=4, iterations=8, grow_policy="Depthwise",
+                                   learning_rate=0.3, random_seed=0, verbose=0, thread_count=1,
+                                   allow_writing_files=False)).fit(X, y)
+    path = tmp_path_factory.mktemp("tree") / "model.json"
+    model.save_model(str(path), format="json")
+    return jaximp.from_catboost(str(path)), X
+
+
+@pytest.fixture(scope="module", params=["oblivious", "tree"])
+def ensemble(request, tmp_path_factory):
+    """``(ens, X)``: a multiclass oblivious model and a multiclass Depthwise one."""
+    if request.param == "oblivious":
+        model, X, _, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
+        return jaximp.from_catboost(model), X
+    return tree_model(tmp_path_factory)
+
+
+def row_functions(ens, X):
+    """Every public function of rows, as ``name -> fn(rows)``."""
+    background = X[:40]
+    explainer = jaximp.Explainer(ens)
+    return {
+        "predict": lambda x: jaximp.predict(ens, x),
+        "leaf_indices": lambda x: jaximp.leaf_indices(ens, x),
+        "shap_values": lambda x: jaximp.shap_values(ens, x),
+        "shap_values interventional": lambda x: jaximp.shap_values(ens, x, method="interventional",
+                                                                  background=background),
+        "shap_values approximate": lambda x: jaximp.shap_values(ens, x, method="approximate"),
+        "shap_interaction_values": lambda x: jaximp.shap_interaction_values(ens, x),
+        "shap_importance": lambda x: jaximp.shap_importance(ens, x),
+        "shap_interaction_importance": lambda x: jaximp.shap_interaction_importance(ens, x),
+        "Explainer.shap_values": lambda x: explainer.shap_values(x),
+    }
+
+
+# 1. Where results live ---------------------------------------------------------------------
+
+
+def test_results_live_where_the_rows_are(ensemble):
+    ens, X = ensemble
+    x = X[:300]
+    device = jax.devices()[-1]  # conftest forces 2 CPU devices: not the default one
+    on_device = jax.device_put(jnp.asarray(x), device)
+    for name, fn in row_functions(ens, X).items():
+        host, resident = fn(x), fn(on_device)
+        assert isinstance(host, np.ndarray), name
+        assert isinstance(resident, jax.Array) and resident.devices() == {device}, name
+        assert resident.dtype == host.dtype and resident.shape == host.shape, name
+        np.testing.assert_array_equal(np.asarray(resident), host, err_msg=name)
+
+
+def test_functions_of_the_model_alone_return_jax_arrays(ensemble):
+    ens, _ = ensemble
+    outputs = [jaximp.prediction_values_change(ens), jaximp.expected_value(ens)]
+    if isinstance(ens, jaximp.ObliviousEnsemble):
+        outputs += [jaximp.interaction(ens), jaximp.split_importance(ens, "gain")]
+    for out in outputs:
+        assert isinstance(out, jax.Array)
+
+
+# 2. Global importances ---------------------------------------------------------------------
+
+
+def mean_abs(values):
+    return np.abs(np.asarray(values, np.float64)).mean(0)
+
+
+def assert_mean_close(got, expected):
+    scale = float(np.abs(expected).max())
+    np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("method", ["path_dependent", "interventional", "approximate", "exact"])
+def test_shap_importance_is_the_mean_absolute_shap_value(ensemble, method):
+    ens, X = ensemble
+    if method == "exact" and isinstance(ens, jaximp.TreeEnsemble):
+        pytest.skip("exact SHAP is defined for oblivious trees only (as in CatBoost)")
+    kw = dict(method=method, background=X[:40] if method == "interventional" else None)
+    got = jaximp.shap_importance(ens, X, **kw)
+    assert got.shape == (ens.n_features, ens.n_outputs) and got.dtype == np.float32
+    assert_mean_close(got, mean_abs(jaximp.shap_values(ens, X, **kw)))
+
+
+def test_shap_interaction_importance_is_the_mean_absolute_interaction(ensemble):
+    ens, X = ensemble
+    got = jaximp.shap_interaction_importance(ens, X)
+    f = ens.n_features
+    assert got.shape == (f, f, ens.n_outputs)
+    assert_mean_close(got, mean_abs(jaximp.shap_interaction_values(ens, X)))
+    np.testing.assert_array_equal(got, np.swapaxes(got, 0, 1))
+
+
+def test_global_importances_do_not_depend_on_batch_size_or_devices():
+    model, X, _, _ = train("regression", n=3000)
+    ens = jaximp.from_catboost(model)
+    expected = jaximp.shap_importance(ens, X)
+    assert expected.shape == (ens.n_features,)
+    for kw in (dict(batch_size=1024), dict(batch_size=2048), dict(devices=2), dict(devices=2, batch_size=1)):
+        np.testing.assert_array_equal(jaximp.shap_importance(ens, X, **kw), expected, err_msg=str(kw))
+    pairs = jaximp.shap_interaction_importance(ens, X)
+    np.testing.assert_array_equal(jaximp.shap_interaction_importance(ens, X, batch_size=1024, devices=2), pairs)
+
+
+def test_categorical_columns_get_the_mean_of_their_shared_values():
+    """Mean |SHAP| per column is taken after a combination's value is shared among its columns."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.choice(list("pqrstu"), 600), "b": rng.choice(list("xyz"), 600),
+                          "num": rng.normal(size=600).astype(np.float32)})
+    y = (frame.a.isin(["p", "q"]) ^ (frame.b == "x")).astype(float) + frame.num
+    model = catboost.CatBoostRegressor(iterations=20, depth=3, cat_features=["a", "b"], max_ctr_complexity=2,
+                                       one_hot_max_size=2, random_seed=0, verbose=0, thread_count=1,
+                                       allow_writing_files=False).fit(frame, y)
+    ens = jaximp.from_catboost(model)
+    assert_mean_close(jaximp.shap_importance(ens, frame), mean_abs(jaximp.shap_values(ens, frame)))
+
+
+def test_shap_importance_under_grad_and_jit():
+    """A traced model takes the one-call path: the same mean, differentiable in the leaf values."""
+    model, X, _, _ = train("regression")
+    ens = jaximp.from_catboost(model)
+
+    def total(values):
+        import dataclasses
+
+        return jaximp.shap_importance(dataclasses.replace(ens, leaf_values=values), X).sum()
+
+    value, grad = jax.jit(jax.value_and_grad(total))(ens.leaf_values)
+    assert_mean_close(value, float(jaximp.shap_importance(ens, X).astype(np.float64).sum()))
+    assert grad.shape == ens.leaf_values.shape and np.isfinite(np.asarray(grad)).all()
+
+
+def test_bad_arguments():
+    model, X, _, _ = train("regression")
+    ens = jaximp.from_catboost(model)
+    with pytest.raises(ValueError, match="method"):
+        jaximp.shap_importance(ens, X, method="bogus")
+    with pytest.raises(ValueError, match="background"):
+        jaximp.shap_importance(ens, X, method="interventional")
+    with pytest.raises(ValueError, match="batch_size"):
+        jaximp.shap_interaction_importance(ens, X, batch_size=0)
+    with pytest.raises(ValueError, match="columns|features"):
+        jaximp.shap_importance(ens, X[:, :3])
+
+
+# 3. Default step sizes ---------------------------------------------------------------------
+
+
+def test_default_steps_fit_the_device(monkeypatch):
+    """A default step's output takes at most 1/16 of the device's memory, down to one block, and
+    blocks shrink for outputs too wide for that: interaction values of F = 200 features on a
+    16 GB device, and on a 24 GB host."""
+    device = jax.devices()[0]
+    for memory in (16 << 30, 24 << 30, 1 << 30):
+        monkeypatch.setattr(_batching, "device_memory", lambda _d, m=memory: m)
+        for row_floats in (50, 200 * 200, 200 * 200 * 10):
+            step, block = _batching.step_shape(None, device, "f", row_floats)
+            assert step % block == 0 and 4 * row_floats * step <= memory // 16, (memory, row_floats)
+    monkeypatch.undo()
+    assert _batching.step_shape(None, device, "f") == _batching.step_shape(None, device, "f", 1)
+    assert _batching.step_shape(1000, device, "f", 200 * 200)[0] == 1024  # explicit: rounded up
+
+
+def test_a_wide_model_explains_in_small_blocks(monkeypatch):
+    """F = 200 interaction values on a (pretended) 64 MB device run in blocks that fit it and give
+    the same numbers as blocks of the usual size."""
+    X, y = make_data("regression", n=300, n_features=200)
+    model = catboost.CatBoostRegressor(iterations=10, depth=3, random_seed=0, verbose=0, thread_count=1,
+                                       allow_writing_files=False).fit(X, y)
+    ens = jaximp.from_catboost(model)
+    expected = jaximp.shap_interaction_values(ens, X[:50])
+    monkeypatch.setattr(_batching, "device_memory", lambda _d: 64 << 20)
+    assert _batching.block_size(jax.devices()[0], 200 * 200) == 16
+    got = jaximp.shap_interaction_values(ens, X[:50])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+# 4. Several devices and the compilation cache (fresh processes) ----------------------------
+
+
+def run_python(code: str, env: dict | None = None) -> str:
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            env={**os.environ, **(env or {})}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_one_two_and_four_devices_give_identical_numbers(tmp_path):
+    model, X, y, _ = train("multiclass", depth=4, iterations=10)
+    path = tmp_path / "model.cbm"
+    model.save_model(str(path))
+    np.save(tmp_path / "X.npy", X)
+    out = run_python(f"""
+        import json, numpy as np, jax, jaximp
+        assert len(jax.devices()) == 4
+        ens = jaximp.from_catboost({str(path)!r})
+        X = np.load({str(tmp_path / "X.npy")!r})
+        fns = dict(predict=lambda d: jaximp.predict(ens, X, devices=d, batch_size=64),
+                   leaves=lambda d: jaximp.leaf_indices(ens, X, devices=d),
+                   shap=lambda d: jaximp.shap_values(ens, X, devices=d, batch_size=100),
+                   importance=lambda d: jaximp.shap_importance(ens, X, devices=d))
+        same = {{name: all(np.array_equal(fn(1), fn(d)) for d in (2, 4)) for name, fn in fns.items()}}
+        print(json.dumps(same))
+    """, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    assert json.loads(out.strip().splitlines()[-1]) == dict(predict=True, leaves=True, shap=True, importance=True)
+
+
+def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
+    model, X, _, _ = train("regression")
+    path = tmp_path / "model.cbm"
+    model.save_model(str(path))
+    cache = tmp_path / "cache"
+    code = f"""
+        import numpy as np, jaximp
+        print(jaximp.enable_compilation_cache({str(cache)!r}))
+        ens = jaximp.from_catboost({str(path)!r})
+        jaximp.shap_values(ens, np.zeros((10, ens.n_features), np.float32))
+    """
+    assert run_python(code).strip().splitlines()[-1] == str(cache)
+    written = sorted(p.name for p in cache.iterdir())
+    assert written  # programs were written ...
+    run_python(code)
+    assert sorted(p.name for p in cache.iterdir()) == written  # ... and read back, not recompiled
