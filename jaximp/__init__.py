@@ -6,6 +6,7 @@ The whole public API is listed here; everything else lives in private modules.
 from jaximp._catboost import from_catboost as from_catboost
 from jaximp._compile import enable_compilation_cache as enable_compilation_cache
 from jaximp._dropin import get_feature_importance as get_feature_importance
+from jaximp._files import explain_files as explain_files
 from jaximp._importance import interaction as interaction
 from jaximp._importance import prediction_values_change as prediction_values_change
 from jaximp._importance import split_importance as split_importance
@@ -30,6 +31,7 @@ __all__ = [
     "TreeEnsemble",
     "enable_compilation_cache",
     "expected_value",
+    "explain_files",
     "from_catboost",
     "get_feature_importance",
     "interaction",
