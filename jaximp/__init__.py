@@ -46,3 +46,12 @@ __all__ = [
     "shap_values",
     "split_importance",
 ]
+
+
+def __getattr__(name: str):
+    """``jaximp.dask`` (Dask collections; needs dask) is imported on first use."""
+    if name == "dask":
+        import importlib
+
+        return importlib.import_module("jaximp.dask")
+    raise AttributeError(f"module 'jaximp' has no attribute {name!r}")

@@ -55,6 +55,17 @@ class CtrValues:
         self._vocab: dict[int, np.ndarray] = {}  # categorical feature -> sorted known hashes
         self._tables: dict[tuple, tuple[int, np.ndarray]] = {}  # projection -> (vocab size, table)
 
+    def __getstate__(self) -> dict:
+        """Pickled (Dask ships models to workers) without the lock and the memo, rebuilt there."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        state["_vocab"], state["_tables"] = {}, {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray,
                  dtype: Any = np.uint8) -> np.ndarray:
         """``[n_ctrs, N]`` every CTR's bin (``dtype``) for the rows (float features
