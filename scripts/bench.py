@@ -379,6 +379,125 @@ def background_scaling(model, ens, quick: bool) -> list[dict]:
     return rows
 
 
+# --------------------------------------------------------------------------------------------
+# Scale: first-call compile times, streaming a file larger than the explained batches, devices
+
+
+def child(code: str, *args: str, env: dict | None = None) -> list[dict]:
+    """Run ``code`` with ``args`` (its ``sys.argv[1:]``) in a fresh Python process; its stdout
+    lines that are JSON objects are returned."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})}, check=False)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+COMPILE_CHILD = """
+    import json, sys, time, numpy as np, jax, jaximp
+    if sys.argv[2]:
+        jaximp.enable_compilation_cache(sys.argv[2])
+    ens = jaximp.from_catboost(sys.argv[1])
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4096, ens.n_features), dtype=np.float32)
+    y = X[:, 0]
+    calls = {
+        "predict": lambda: jaximp.predict(ens, X),
+        "leaf_indices": lambda: jaximp.leaf_indices(ens, X),
+        "prediction_values_change": lambda: jaximp.prediction_values_change(ens),
+        "interaction": lambda: jaximp.interaction(ens),
+        "shap_values": lambda: jaximp.shap_values(ens, X),
+        "shap_values exact": lambda: jaximp.shap_values(ens, X, method="exact"),
+        "shap_values interventional": lambda: jaximp.shap_values(ens, X, method="interventional", background=X[:100]),
+        "shap_interaction_values": lambda: jaximp.shap_interaction_values(ens, X[:64]),
+        "shap_importance": lambda: jaximp.shap_importance(ens, X),
+        "permutation_importance": lambda: jaximp.permutation_importance(ens, X, y, random_state=0).importances,
+        "loss_function_change": lambda: jaximp.loss_function_change(ens, X, y),
+    }
+    for name, fn in calls.items():
+        t = time.perf_counter(); jax.block_until_ready(fn()); first = time.perf_counter() - t
+        t = time.perf_counter(); jax.block_until_ready(fn()); warm = time.perf_counter() - t
+        print(json.dumps(dict(name=name, first=first, warm=warm)), flush=True)
+"""
+
+
+def compile_times(quick: bool) -> list[dict]:
+    """First and second call of each function in fresh processes: without the persistent
+    compilation cache, then twice with it (empty, then filled by the first)."""
+    import tempfile
+
+    model = str(CACHE / f"reference-{100 if quick else 1000}.cbm")
+    rows: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for label, directory in (("no cache", ""), ("cache empty", cache), ("cache filled", cache)):
+            for r in child(COMPILE_CHILD, model, directory):
+                rows.setdefault(r["name"], {})[label] = r["first"] - r["warm"]
+                rows[r["name"]]["warm"] = r["warm"]
+    for name, v in rows.items():
+        print(f"compile {name:28s} no cache {v['no cache']:6.2f}s  cache empty {v['cache empty']:6.2f}s  "
+              f"cache filled {v['cache filled']:6.2f}s  warm {v['warm']:.4f}s", flush=True)
+    return [dict(name=name, **v) for name, v in rows.items()]
+
+
+def stream_file(quick: bool) -> dict:
+    """explain_files on a Parquet file of 10^7 rows of the reference distribution (10^5 with
+    --quick) in a fresh process: rows/s and the process's peak resident memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 100_000 if quick else 10_000_000
+    path = CACHE / f"stream-{n}.parquet"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(0)
+        names = [str(i) for i in range(50)]
+        with pq.ParquetWriter(str(path), pa.schema([(c, pa.float32()) for c in names])) as writer:
+            for start in range(0, n, 1_000_000):
+                block = rng.standard_normal((min(1_000_000, n - start), 50), dtype=np.float32)
+                writer.write_table(pa.table(dict(zip(names, block.T))))
+    model = str(CACHE / f"reference-{100 if quick else 1000}.cbm")
+    code = f"""
+        import json, resource, tempfile, time, jaximp
+        ens = jaximp.from_catboost({model!r})
+        with tempfile.TemporaryDirectory() as d:
+            t = time.perf_counter()
+            jaximp.explain_files(ens, {str(path)!r}, out=d + "/shap.parquet", progress=False)
+            seconds = time.perf_counter() - t
+        print(json.dumps(dict(rows={n}, seconds=seconds,
+                              peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+    """
+    (result,) = child(code)
+    print(f"explain_files {n:,} rows: {result['seconds']:.1f}s, peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
+    return result
+
+
+def device_scaling(quick: bool) -> list[dict]:
+    """shap_values of 100k rows sharded over 1, 2 and 4 forced host devices (this machine's cores
+    are the limit: forced devices share them)."""
+    model = str(CACHE / f"reference-{100 if quick else 1000}.cbm")
+    code = f"""
+        import json, time, numpy as np, jax, jaximp
+        ens = jaximp.from_catboost({model!r})
+        X = np.random.default_rng(0).standard_normal((100_000, ens.n_features), dtype=np.float32)
+        expected = jaximp.shap_values(ens, X, devices=1)
+        for d in (1, 2, 4):
+            got = jaximp.shap_values(ens, X, devices=d)  # compiles
+            times = []
+            for _ in range(3):
+                t = time.perf_counter(); jaximp.shap_values(ens, X, devices=d); times.append(time.perf_counter() - t)
+            print(json.dumps(dict(devices=d, seconds=min(times), identical=bool(np.array_equal(got, expected)))))
+    """
+    rows = child(code, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    for r in rows:
+        print(f"shap_values 100k rows on {r['devices']} devices: {r['seconds']:.3f}s identical={r['identical']}")
+    return rows
+
+
 def device_name() -> str:
     import jax
 
@@ -407,7 +526,7 @@ def run(args) -> list[dict]:
     return results
 
 
-def markdown(results: list[dict], scaling: list[dict], args) -> str:
+def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str:
     import jax
 
     import jaximp
@@ -453,6 +572,7 @@ def markdown(results: list[dict], scaling: list[dict], args) -> str:
     ]
     for r in scaling:
         lines.append(f"| {r['background']:,} | {r['build']:.3f} | {r['seconds']:.4f} | {r['per_row_us']:.2f} |")
+    lines += scale_markdown(scale)
     lines += [
         "",
         "## Notes",
@@ -467,6 +587,49 @@ def markdown(results: list[dict], scaling: list[dict], args) -> str:
         "- No GPU was lent to the sessions that wrote this: there are no GPU rows yet.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def scale_markdown(scale: dict) -> list[str]:
+    """The scale section: compile times, streaming, devices."""
+    if not scale:
+        return []
+    lines = [
+        "",
+        "## Compile time: first call minus second call, in a fresh process",
+        "",
+        "Seconds spent compiling on the first call of each function (4,096 rows; in this order, so",
+        "programs shared with an earlier function are already compiled), without JAX's persistent",
+        "cache, with `jaximp.enable_compilation_cache` on an empty directory, and in a new process",
+        "reading the directory the previous one filled.",
+        "",
+        "| function | no cache s | cache empty s | cache filled s | warm call s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in scale["compile"]:
+        lines.append(f"| {r['name']} | {r['no cache']:.2f} | {r['cache empty']:.2f} | {r['cache filled']:.2f} | "
+                     f"{r['warm']:.4f} |")
+    st = scale["stream"]
+    lines += [
+        "",
+        "## Streaming a Parquet file",
+        "",
+        f"`jaximp.explain_files` (path-dependent SHAP, predictions written too) on {st['rows']:,} rows x 50",
+        "float32 columns of the reference distribution in one Parquet file, in a fresh process:",
+        f"{st['seconds']:.1f} s ({st['rows'] / st['seconds']:,.0f} rows/s, reading and writing Parquet included),",
+        f"peak resident memory {st['peak_rss_mb']:,.0f} MB (the process: Python, JAX, the model and a few",
+        "65,536-row batches).",
+        "",
+        "## Several devices",
+        "",
+        "shap_values of 100,000 rows sharded over forced host devices",
+        "(`XLA_FLAGS=--xla_force_host_platform_device_count=4`); they share this machine's cores, so",
+        "this shows the sharding's overhead and that results are identical, not a speed-up.",
+        "",
+        "| devices | seconds | identical to 1 device |",
+        "|---:|---:|---|",
+    ]
+    lines += [f"| {r['devices']} | {r['seconds']:.3f} | {r['identical']} |" for r in scale["devices"]]
+    return lines
 
 
 def update_readme(results: list[dict]) -> None:
@@ -493,8 +656,12 @@ def main() -> None:
     args = parser.parse_args()
     results = run(args)
     scaling = [] if args.only and "shap" not in args.only else background_scaling(*reference_model(args.quick), args.quick)
+    scale = {}
+    if not args.only or "scale" in args.only:
+        scale = dict(compile=compile_times(args.quick), stream=stream_file(args.quick),
+                     devices=device_scaling(args.quick))
     if not args.only and not args.quick:
-        Path(args.out).write_text(markdown(results, scaling, args))
+        Path(args.out).write_text(markdown(results, scaling, args, scale))
         update_readme(results)
         print(f"wrote {args.out}")
 
