@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -45,7 +45,7 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
     Returns:
         The ensemble, with ``leaf_values f32[T, L, K]``; trees of different depths (from
         ``catboost.sum_models``) are padded to the deepest. A non-symmetric model gives a
-        ``TreeEnsemble`` (numeric features only, for now): predict, leaf indices,
+        ``TreeEnsemble`` (categorical features included): predict, leaf indices,
         PredictionValuesChange, SHAP values (path-dependent, Saabas, interventional), expected
         values and SHAP interaction values accept it.
 
@@ -196,8 +196,17 @@ class _Splits:
             self.borders += [np.asarray(c["borders"], np.float32) for c in ctrs]
 
     def locate(self, split: dict, tree: int) -> tuple[int, int]:
-        """(evaluated feature, border index) of one split."""
+        """(evaluated feature, border index) of one split.
+
+        Raises:
+            ValueError: an unknown split type, a categorical split in a model without
+                categorical features, or a border the feature lacks.
+        """
         kind = split.get("split_type", "FloatFeature")
+        if kind not in _SPLIT_TYPES:
+            raise ValueError(f"tree {tree} has a {kind} split, which jaximp does not support")
+        if kind != "FloatFeature" and not hasattr(self, "one_hot"):
+            raise ValueError(f"tree {tree} has a {kind} split, but the model has no categorical features")
         if kind == "FloatFeature":
             feature = split["float_feature_index"]
             border = np.float32(split["border"])
@@ -213,25 +222,74 @@ class _Splits:
         return feature, j
 
 
-def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
+class ModelFeatures(NamedTuple):
+    """What a CatBoost JSON model's splits read, shared by the oblivious and the non-symmetric
+    importers.
+
+    Attributes:
+        splits: every binary feature's (evaluated feature, border index), see :class:`_Splits`.
+        featurizer: None for numeric models, else the map from raw columns to the E evaluated
+            features' bins (``jaximp._categorical``).
+        nan_modes: per evaluated feature (E entries): the float features' modes, then "Min" for
+            one-hot values and CTRs (their bins are never NaN).
+        names: the F input columns' names, in CatBoost's flat order.
+        players, player_of, reads: the attribution fields of the ensembles (None for numeric
+            models), see :func:`attribution`.
+    """
+
+    splits: _Splits
+    featurizer: Featurizer | None
+    nan_modes: tuple[str, ...]
+    names: tuple[str, ...]
+    players: tuple[tuple[int, ...], ...] | None
+    player_of: tuple[int, ...] | None
+    reads: tuple[tuple[int, ...], ...] | None
+
+
+def model_features(model_json: dict) -> ModelFeatures:
+    """The evaluated features of a parsed CatBoost JSON model (oblivious or not).
+
+    Raises:
+        ValueError, KeyError: the features' flat indices are not ``0..F-1``, or a corrupt
+            categorical description (see ``featurizer_from_json``).
+    """
     info = model_json["features_info"]
     float_features = sorted(info.get("float_features", []), key=lambda f: f["flat_feature_index"])
     cat_features = sorted(info.get("categorical_features", []), key=lambda f: f["flat_feature_index"])
-    nan_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
+    columns = sorted(float_features + cat_features, key=lambda f: f["flat_feature_index"])
+    if [f["flat_feature_index"] for f in columns] != list(range(len(columns))):
+        raise ValueError("the features' flat_feature_index are not 0..F-1")
+    float_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
     featurizer = None
     if cat_features:
-        nan_fill = [np.inf if mode == "Max" else -np.inf for mode in nan_modes]
+        nan_fill = [np.inf if mode == "Max" else -np.inf for mode in float_modes]
         featurizer = featurizer_from_json(model_json, float_features, nan_fill)
     splits = _Splits(float_features, featurizer, info.get("ctrs", []))
+    nan_modes = float_modes + ("Min",) * (len(splits.borders) - len(float_features))
+    names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
+    return ModelFeatures(splits, featurizer, nan_modes, names, *attribution(featurizer))
+
+
+def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:
+    """``(players, player_of, reads)`` of a model: None for numeric models; else the P distinct
+    combination classes (sorted by size, then columns), the player of each of the E evaluated
+    features, and the columns each evaluated feature reads (see ``ObliviousEnsemble``)."""
+    if featurizer is None:
+        return None, None, None
+    credited = featurizer.evaluated_columns(attributed=True)
+    players = tuple(sorted(set(credited), key=lambda cols: (len(cols), cols)))
+    player_of = tuple(players.index(cols) for cols in credited)
+    return players, player_of, tuple(featurizer.evaluated_columns())
+
+
+def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
+    features = model_features(model_json)
+    splits, featurizer = features.splits, features.featurizer
     n_evaluated = len(splits.borders)
     n_borders = max([1] + [len(b) for b in splits.borders])
     borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
     for f, b in enumerate(splits.borders):
         borders_table[f, : len(b)] = b
-    columns = sorted(float_features + cat_features, key=lambda f: f["flat_feature_index"])
-    if [f["flat_feature_index"] for f in columns] != list(range(len(columns))):
-        raise ValueError("the features' flat_feature_index are not 0..F-1")
-    names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
 
     scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
     bias = np.atleast_1d(np.asarray(bias, np.float32))
@@ -262,12 +320,6 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
         leaf_values[t, : 1 << d] = values
         if weights_known:
             leaf_weights[t, : 1 << d] = np.asarray(tree["leaf_weights"])
-    players = player_of = reads = None
-    if featurizer is not None:
-        credited = featurizer.evaluated_columns(attributed=True)
-        players = tuple(sorted(set(credited), key=lambda cols: (len(cols), cols)))
-        player_of = tuple(players.index(cols) for cols in credited)
-        reads = tuple(featurizer.evaluated_columns())
     model_info = model_json.get("model_info", {})
     return ObliviousEnsemble(
         split_features=jnp.asarray(split_features),
@@ -279,15 +331,15 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
         leaf_weights=jnp.asarray(leaf_weights),
         scale=jnp.asarray(scale, jnp.float32),
         bias=jnp.asarray(bias),
-        n_features=len(columns),
-        feature_names=names,
-        nan_modes=nan_modes + ("Min",) * (n_evaluated - len(float_features)),
+        n_features=len(features.names),
+        feature_names=features.names,
+        nan_modes=features.nan_modes,
         loss_function=loss_function or _loss_function(model_info),
         class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
         featurizer=featurizer,
-        players=players,
-        player_of=player_of,
-        reads=reads,
+        players=features.players,
+        player_of=features.player_of,
+        reads=features.reads,
         leaf_weights_known=weights_known,
         n_searched=None if featurizer is None else 0,
     )

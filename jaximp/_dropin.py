@@ -28,6 +28,8 @@ from jaximp._inputs import evaluated_from_leaves
 from jaximp._leaves import leaf_indices, predict
 from jaximp._loss_change import loss_function_change
 from jaximp._shap import expected_value, shap_interaction_values, shap_values
+from jaximp._tree_catboost import evaluated_from_pool
+from jaximp._tree_model import TreeEnsemble
 
 FSTR_TYPES = (
     "PredictionValuesChange", "LossFunctionChange", "FeatureImportance", "Interaction",
@@ -285,6 +287,8 @@ def _readable(model: Any, ens: Any, data: Any) -> Any:
         raise TypeError(f"{_FN}: data is a catboost.Pool with categorical features, whose raw values "
                         "only CatBoost can read: pass the CatBoost model object (not a file), or the "
                         "DataFrame the Pool was built from")
+    if isinstance(ens, TreeEnsemble):  # leaves give only the splits on each row's path: probe them all
+        return evaluated_from_pool(model, ens, data)
     return evaluated_from_leaves(ens, np.asarray(model.calc_leaf_indexes(data)))
 
 

@@ -187,7 +187,8 @@ def _representatives(ens: ObliviousEnsemble) -> list[int]:
 def to_columns(ens: ObliviousEnsemble, values: Array, axis: int, *, per: str = "player") -> Array:
     """Attributions along ``axis`` -> attributions over the F input columns, each value shared
     equally among its columns (CatBoost's ``value / flatFeatures.size()``); a no-op for numeric
-    models.
+    models. Takes a ``TreeEnsemble`` too (``per="player"`` or ``"evaluated"``), through
+    ``jaximp._tree_model.to_features``.
 
     Args:
         ens: the model.

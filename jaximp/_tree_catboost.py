@@ -9,16 +9,31 @@ instead of ``oblivious_trees``: each tree is a nested object, an internal node
 ``AsIs``: every comparison is false, so left). ``calc_leaf_indexes`` numbers a tree's leaves in
 depth-first, left-to-right order of the exported tree (checked by experiment against the model
 reloaded from its JSON export, which is the reference: the training-time numbering may differ).
+
+Categorical features: the nodes' splits are written as in oblivious trees (``OneHotFeature``
+with ``cat_feature_index`` and ``value``, ``OnlineCtr`` with ``split_index`` and ``border``),
+and ``features_info.ctrs`` and ``ctr_data`` hold the CTRs and their tables; CatBoost builds no
+CTRs over combinations for these grow policies (checked with ``max_ctr_complexity`` up to 4),
+but they would be read as for oblivious trees. Such a model gets the oblivious importer's
+featurizer (``jaximp._catboost.model_features``): the kernels' rows are then the bins of the
+evaluated features (``u8[N, E]``, NaN already placed by each float feature's treatment) and a
+node's border is the index ``j`` of its border, since ``bin > j`` exactly when
+``value > borders[j]``. The JSON export of such a model predicts as the model (checked on the
+zoo of ``tests/test_trees_categorical.py``).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
-from jaximp._catboost import _NAN_MODES, _loss_function, _Splits, _unsupported
+from jaximp._catboost import ModelFeatures, _loss_function, _unsupported, model_features
 from jaximp._tree_model import TreeEnsemble
 
 
@@ -36,7 +51,7 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
 
     Raises:
         ValueError: not a CatBoost JSON model, no non-symmetric trees, features jaximp does not
-            support yet for these trees (categorical, text, embedding), or a corrupt file.
+            support (text, embedding), or a corrupt file.
 
     Example:
         >>> model.save_model("m.json", format="json")                     # doctest: +SKIP
@@ -48,8 +63,6 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
         raise ValueError("from_catboost: the model has no non-symmetric trees (\"trees\" is missing "
                          "or empty); oblivious models import as ObliviousEnsemble")
     unsupported = _unsupported(model_json)
-    if model_json["features_info"].get("categorical_features"):
-        unsupported.append("categorical features in non-symmetric trees")
     if unsupported:
         raise ValueError("from_catboost: this model uses " + ", ".join(unsupported)
                          + ", which jaximp does not support; retrain without them to explain the "
@@ -60,29 +73,39 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
         raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
 
 
+def _preorder(root: dict) -> Iterator[tuple[dict, int, int, int]]:
+    """``(node, parent, side, level)`` of every node of a JSON tree in depth-first, left-first
+    order: leaves come out left to right, and internal nodes are numbered as they come (``parent``
+    is that number, -1 at the root). The one traversal the importer and the probe share."""
+    stack: list[tuple[dict, int, int, int]] = [(root, -1, 0, 0)]
+    n_internal = 0
+    while stack:
+        node, parent, side, level = stack.pop()
+        yield node, parent, side, level
+        if "split" in node:
+            stack.append((node["right"], n_internal, 1, level + 1))
+            stack.append((node["left"], n_internal, 0, level + 1))
+            n_internal += 1
+
+
 class _Tree:
     """One tree flattened in depth-first order: internal nodes and leaves numbered as visited."""
 
-    def __init__(self, root: dict, splits: _Splits, index: int):
+    def __init__(self, root: dict, features: ModelFeatures, index: int):
         self.features: list[int] = []
         self.borders: list[float] = []
         self.children: list[list[int]] = []
         self.values: list[Any] = []
         self.weights: list[float | None] = []
         self.depth = 0
-        self._splits, self._index = splits, index
-        stack: list[tuple[dict, int, int, int]] = [(root, -1, 0, 0)]  # (node, parent, side, level)
+        self._features, self._index = features, index
         self.root = None
-        while stack:  # iterative preorder, left first: leaves come out left to right
-            node, parent, side, level = stack.pop()
+        for node, parent, side, level in _preorder(root):
             pointer = self._add(node, level)
             if parent < 0:
                 self.root = pointer
             else:
                 self.children[parent][side] = pointer
-            if pointer >= 0:
-                stack.append((node["right"], pointer, 1, level + 1))
-                stack.append((node["left"], pointer, 0, level + 1))
 
     def _add(self, node: dict, level: int) -> int:
         if "split" not in node:
@@ -90,26 +113,19 @@ class _Tree:
             self.weights.append(node.get("weight"))
             self.depth = max(self.depth, level)
             return ~(len(self.values) - 1)
-        split = node["split"]
-        kind = split.get("split_type", "FloatFeature")
-        if kind != "FloatFeature":
-            raise ValueError(f"tree {self._index} has a {kind} split; only FloatFeature splits are "
-                             "supported in non-symmetric trees")
-        feature, j = self._splits.locate(split, self._index)
+        feature, j = self._features.splits.locate(node["split"], self._index)
         self.features.append(feature)
-        self.borders.append(self._splits.borders[feature][j])
+        # binned rows (a featurizer): bin > j exactly when value > borders[j]
+        binned = self._features.featurizer is not None
+        self.borders.append(np.float32(j) if binned else self._features.splits.borders[feature][j])
         self.children.append([0, 0])
         return len(self.features) - 1
 
 
 def _build(model_json: dict, loss_function: str | None) -> TreeEnsemble:
-    info = model_json["features_info"]
-    float_features = sorted(info.get("float_features", []), key=lambda f: f["flat_feature_index"])
-    if [f["flat_feature_index"] for f in float_features] != list(range(len(float_features))):
-        raise ValueError("the features' flat_feature_index are not 0..F-1")
-    nan_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
-    splits = _Splits(float_features, None, [])
-    trees = [_Tree(tree, splits, t) for t, tree in enumerate(model_json["trees"])]
+    described = model_features(model_json)
+    binned = described.featurizer is not None
+    trees = [_Tree(tree, described, t) for t, tree in enumerate(model_json["trees"])]
 
     scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
     bias = np.atleast_1d(np.asarray(bias, np.float32))
@@ -125,7 +141,8 @@ def _build(model_json: dict, loss_function: str | None) -> TreeEnsemble:
     values = np.zeros((n_trees, n_leaves, n_outputs), np.float32)
     weights = np.zeros((n_trees, n_leaves), np.float32)
     known = all(w is not None for tree in trees for w in tree.weights)
-    goes_right = np.asarray([mode == "Max" for mode in nan_modes] or [False])
+    # binned rows hold no NaN: the featurizer placed them already
+    goes_right = np.asarray([mode == "Max" and not binned for mode in described.nan_modes] or [False])
     for t, tree in enumerate(trees):
         m, l = len(tree.features), len(tree.values)
         features[t, :m] = tree.features
@@ -148,10 +165,105 @@ def _build(model_json: dict, loss_function: str | None) -> TreeEnsemble:
         scale=jnp.asarray(scale, jnp.float32),
         bias=jnp.asarray(bias),
         depth=max(tree.depth for tree in trees),
-        n_features=len(float_features),
-        feature_names=tuple(f.get("feature_id") or str(i) for i, f in enumerate(float_features)),
-        nan_modes=nan_modes,
+        n_features=len(described.names),
+        feature_names=described.names,
+        nan_modes=described.nan_modes,
         loss_function=loss_function or _loss_function(model_info),
         class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
         leaf_weights_known=known,
+        featurizer=described.featurizer,
+        players=described.players,
+        player_of=described.player_of,
+        reads=described.reads,
+        n_searched=0 if binned else None,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Rows only CatBoost can read
+
+
+_PROBE_BITS = 8  # splits per probe tree (256 leaves each)
+
+
+def evaluated_from_pool(model: Any, ens: TreeEnsemble, pool: Any) -> Any:
+    """``u8[N, E]`` (``EvaluatedRows``) the bins of the evaluated features of a ``catboost.Pool``
+    with categorical features, whose raw values CatBoost keeps to itself, computed by CatBoost.
+
+    The leaf indices of non-symmetric trees only give the outcomes of the splits on each row's own
+    path, while SHAP needs every node's. So the model's distinct splits (evaluated feature, border
+    index) become the splits of a *probe*: oblivious trees of ``_PROBE_BITS`` splits each, over the
+    model's own ``features_info`` and ``ctr_data``, loaded into CatBoost from JSON; bit ``d`` of a
+    row's probe leaf is then CatBoost's outcome of split ``d``, and each evaluated feature gets the
+    smallest bin that agrees with every outcome, ``max(j + 1)`` over its splits that are true.
+    Costs a JSON export of the model, a load of the probe and its ``calc_leaf_indexes``.
+
+    Args:
+        model: the fitted CatBoost model ``ens`` was imported from.
+        ens: the model as a ``TreeEnsemble`` with categorical features.
+        pool: the rows.
+
+    Returns:
+        ``EvaluatedRows`` ``[N, E]`` of ``ens.featurizer.bin_dtype``: every node decides as
+        CatBoost does.
+
+    Raises:
+        ValueError: ``model`` is not the model of ``ens`` (different trees).
+    """
+    import catboost
+
+    from jaximp._catboost import _json_of_model
+    from jaximp._inputs import EvaluatedRows
+
+    model_json = _json_of_model(model)
+    probes = _distinct_splits(model_json, ens)
+    keys = np.asarray([key for key, _ in probes], np.int64).reshape(-1, 2)  # [S, 2] (feature, j)
+    outcomes = np.zeros((pool.num_row(), len(probes)), np.int64)
+    if probes:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "probe.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(_probe_json(model_json, [split for _, split in probes]), f)
+            probe = catboost.CatBoost()
+            probe.load_model(path, format="json")
+        leaves = np.asarray(probe.calc_leaf_indexes(pool), np.int64)  # [N, ceil(S / bits)]
+        s = np.arange(len(probes))
+        outcomes = (leaves[:, s // _PROBE_BITS] >> (s % _PROBE_BITS)) & 1
+    bins = np.zeros((outcomes.shape[0], ens.n_evaluated), np.int64)
+    if probes:
+        order = np.argsort(keys[:, 0], kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(keys[order, 0]) != 0])
+        lower = outcomes[:, order] * (keys[order, 1] + 1)
+        bins[:, keys[order, 0][starts]] = np.maximum.reduceat(lower, starts, axis=1)
+    return bins.astype(ens.featurizer.bin_dtype).view(EvaluatedRows)
+
+
+def _distinct_splits(model_json: dict, ens: TreeEnsemble) -> list[tuple[tuple[int, int], dict]]:
+    """``[((evaluated feature, border index), JSON split)]``, one per distinct split of the model's
+    nodes, matched to ``ens``'s nodes by the importer's traversal (``_preorder``)."""
+    features, borders = np.asarray(ens.node_features), np.asarray(ens.node_borders)
+    if len(model_json.get("trees", [])) != ens.n_trees:
+        raise ValueError("the CatBoost model is not the one the ensemble was imported from")
+    found: dict[tuple[int, int], dict] = {}
+    for t, tree in enumerate(model_json["trees"]):
+        splits = [node["split"] for node, _, _, _ in _preorder(tree) if "split" in node]
+        if len(splits) != int(np.isfinite(borders[t]).sum()):  # padded nodes have border +inf
+            raise ValueError("the CatBoost model is not the one the ensemble was imported from")
+        for k, split in enumerate(splits):
+            found.setdefault((int(features[t, k]), int(borders[t, k])), split)
+    return list(found.items())
+
+
+def _probe_json(model_json: dict, splits: list[dict]) -> dict:
+    """A CatBoost JSON model of oblivious trees over ``splits`` (``_PROBE_BITS`` each, leaf values
+    0) that reads the features as ``model_json`` does."""
+    trees = []
+    for start in range(0, len(splits), _PROBE_BITS):
+        chunk = splits[start:start + _PROBE_BITS]
+        n = 1 << len(chunk)
+        trees.append({"splits": chunk, "leaf_values": [0.0] * n, "leaf_weights": [0.0] * n})
+    probe = {"features_info": model_json["features_info"], "oblivious_trees": trees,
+             "scale_and_bias": [1.0, [0.0]]}
+    if "ctr_data" in model_json:
+        probe["ctr_data"] = model_json["ctr_data"]
+    return probe

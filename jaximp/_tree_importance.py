@@ -55,9 +55,10 @@ def node_gains(ens: TreeEnsemble, leaf_weights: Array) -> Array:
 
 
 def per_feature(ens: TreeEnsemble, per_node: Array) -> Array:
-    """``f32[F]``: ``per_node f32[T, M]`` summed onto the nodes' features (padded nodes add 0)."""
+    """``f32[F]``: ``per_node f32[T, M]`` summed onto the nodes' evaluated features (padded nodes
+    add 0), each shared among the columns it reads (CatBoost's PredictionValuesChange)."""
     flat = jax.ops.segment_sum(per_node.reshape(-1), ens.node_features.reshape(-1), ens.n_evaluated)
-    return to_features(ens, flat, axis=0)
+    return to_features(ens, flat, axis=0, per="evaluated")
 
 
 @jax.jit

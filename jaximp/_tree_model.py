@@ -13,6 +13,11 @@ their thresholds), and a NaN value goes right where ``node_nan_right[n]``. Leave
 in depth-first, left-to-right order, which is CatBoost's ``calc_leaf_indexes`` numbering for
 non-symmetric trees. Trees smaller than the largest are padded: padded nodes are never reached
 (their children point to the out-of-range leaf ``L``), padded leaves have value and weight 0.
+
+A model with categorical features (``featurizer`` set) reads the bins of its evaluated features
+(``u8[N, E]``: float features, one-hot values, CTRs; ``jaximp._categorical``) instead of raw
+values, and each node's border is then the index ``j`` of its border among the feature's
+borders: ``bin > j`` exactly when ``value > borders[j]``, and bins are never NaN.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._model import NanMode
+from jaximp._model import NanMode, to_columns
 
 
 @jax.tree_util.register_dataclass
@@ -39,6 +44,7 @@ class TreeEnsemble:
         node_features: ``i32[T, M]`` evaluated feature (column of the kernels' rows ``x``) that
             each internal node reads; 0 where padded.
         node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
+            With a featurizer, ``x`` is a bin and the border the index of the split's border.
         node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
         node_children: ``i32[T, M, 2]`` left and right child pointers (see the module docstring).
         leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
@@ -56,7 +62,12 @@ class TreeEnsemble:
         class_names: class labels of a classifier, else ``()``.
         leaf_weights_known: False when the model file carries no leaf weights.
         featurizer, players, player_of, reads: None for numeric models (E == F, each column its
-            own player), as in ``ObliviousEnsemble``.
+            own player), as in ``ObliviousEnsemble``: with categorical features, the host-side map
+            from raw columns to the E evaluated features' bins, the P players of attribution
+            (CatBoost's combination classes, each a sorted tuple of input columns), the player of
+            each evaluated feature and the columns each evaluated feature reads.
+        n_searched: None when the rows hold raw values; 0 when they hold every evaluated
+            feature's bin (a featurizer's rows), as in ``ObliviousEnsemble``.
     """
 
     roots: Array
@@ -79,6 +90,7 @@ class TreeEnsemble:
     players: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
     player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
     reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    n_searched: int | None = dataclasses.field(default=None, metadata=dict(static=True))
 
     @property
     def n_trees(self) -> int:
@@ -110,6 +122,15 @@ class TreeEnsemble:
         """P, the players of attribution (P = F for numeric models)."""
         return self.n_features if self.players is None else len(self.players)
 
+    @property
+    def node_players(self) -> Array:
+        """``i32[T, M]`` the player of each internal node (its feature for numeric models): two
+        splits on the same combination class (a one-hot value and a CTR of one column, say) are
+        one player of SHAP, as in CatBoost."""
+        if self.player_of is None:
+            return self.node_features
+        return jnp.asarray(self.player_of, jnp.int32)[self.node_features]
+
     def predict(self, X, *, batch_size: int | None = None, devices=None):
         """Raw predictions (CatBoost's ``RawFormulaVal``): ``f32[N]`` if K == 1 else ``f32[N, K]``.
 
@@ -130,16 +151,23 @@ def check_tree_ensemble(ens: Any, fn_name: str) -> None:
         raise TypeError(f"{fn_name}: ens must be a jaximp.TreeEnsemble; got {type(ens).__name__}")
 
 
-def to_features(ens: TreeEnsemble, values: Array, axis: int) -> Array:
-    """Per evaluated feature values along ``axis`` (E entries) -> per input column (F entries).
+def to_features(ens: TreeEnsemble, values: Array, axis: int, *, per: str = "player") -> Array:
+    """Per player (P entries) or per evaluated feature (E entries) along ``axis`` -> per input
+    column (F entries), each value shared equally among its columns as CatBoost does; a no-op
+    for numeric models (P == E == F).
 
-    The one place where per-split or per-feature accumulations reach the model's columns: a
-    no-op for numeric models (E == F). A model with categorical features will route this
-    through its player -> column map.
+    Args:
+        ens: the model.
+        values: the values to map.
+        axis: the axis holding the P or E entries.
+        per: ``"player"`` (SHAP: a combination class's value divided among its columns,
+            ``value / flatFeatures.size()``) or ``"evaluated"`` (PredictionValuesChange: an
+            evaluated feature's value shared per element among the columns it reads).
+
+    Returns:
+        ``values`` with ``axis`` of length F, same dtype.
     """
-    if ens.players is None:
-        return values
-    raise NotImplementedError("to_features: TreeEnsemble models with categorical features")
+    return to_columns(ens, values, axis, per=per)
 
 
 def parents(ens: TreeEnsemble) -> tuple[Array, Array, Array, Array]:

@@ -66,8 +66,9 @@ class Paths(NamedTuple):
         nodes: ``i32[T, L, D]`` internal node of each slot's edge.
         right: ``bool[T, L, D]`` the path goes right there.
         slot: ``i32[T, L, D]`` the slot of the player the edge belongs to.
-        player: ``bool[T, L, D]`` slot is a player (a real edge, first of its feature).
-        feature: ``i32[T, L, D]`` the player's evaluated feature (0 for null slots).
+        player: ``bool[T, L, D]`` slot is a player (a real edge, first of its player).
+        feature: ``i32[T, L, D]`` the slot's player (``TreeEnsemble.node_players``: its feature
+            for numeric models, its combination class with categorical features; 0 for null slots).
         z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
         ratio: ``f32[T, L, D]`` each edge's cover ratio (1 past the leaf).
         mask: ``bool[T, L, D]`` the entry is a real edge.
@@ -97,7 +98,7 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
     node_cover = cover[rows, nodes]
     child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
     ratio = jnp.where(mask, _safe_div(child_cover, node_cover, 0.5), 1.0)
-    feature = jnp.where(mask, ens.node_features[rows, nodes], -1)
+    feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
     ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
     same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [T, L, e, e']
@@ -348,7 +349,7 @@ def _table_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Array:
 
 def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kind: str, step_rows: int) -> Array:
     ens, plan = params
-    e = ens.n_evaluated
+    e = ens.n_players
 
     def block_fn(xb):
         xt = xb.T  # [E, b]
@@ -475,7 +476,7 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
 
 def _saabas_table(ens: TreeEnsemble) -> tuple[Array, Array]:
     """``(f32[T, L, D, K] change of the mean value at each edge of each leaf's path, i32[T, L, D]
-    the edge's feature)``."""
+    the edge's player)``."""
     nodes, _, mask = leaf_paths(ens)
     cover, total = subtree_sums(ens, ens.leaf_weights)
     mean = _safe_div(total, cover[..., None], 0.0)  # [T, M, K]
@@ -483,7 +484,7 @@ def _saabas_table(ens: TreeEnsemble) -> tuple[Array, Array]:
     node_mean = mean[rows, nodes]  # [T, L, D, K]
     child_mean = jnp.concatenate([ens.leaf_values[:, :, None], node_mean[:, :, :-1]], axis=2)
     change = jnp.where(mask[..., None], child_mean - node_mean, 0.0) * ens.scale
-    return change, jnp.where(mask, ens.node_features[rows, nodes], 0)
+    return change, jnp.where(mask, ens.node_players[rows, nodes], 0)
 
 
 def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
@@ -494,7 +495,7 @@ def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
         got = jnp.take_along_axis(change, leaves[:, :, None, None], axis=1)  # [T, b, D, K]
         feat = jnp.take_along_axis(features, leaves[:, :, None], axis=1)  # [T, b, D]
         rows = jnp.broadcast_to(jnp.arange(xb.shape[0])[None, :, None], feat.shape)
-        out = jnp.zeros((xb.shape[0], ens.n_evaluated, ens.n_outputs), jnp.float32)
+        out = jnp.zeros((xb.shape[0], ens.n_players, ens.n_outputs), jnp.float32)
         out = out.at[rows.reshape(-1), feat.reshape(-1)].add(got.reshape(-1, ens.n_outputs))
         return to_features(ens, out, axis=1)
 
