@@ -105,6 +105,15 @@ def get_feature_importance(
     * ``"SageValues"``: not supported (ValueError): CatBoost's is a Monte Carlo estimate drawn
       from its internal random generator, so its numbers cannot be reproduced.
 
+    Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric features) import
+    as a ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
+    Interaction, ShapValues ("Regular", "Approximate", ``reference_data``) and
+    ShapInteractionValues, with the layouts above and the numbers of the model reloaded from
+    its JSON export (CatBoost's own reference for such trees: a freshly trained model's
+    LossFunctionChange, Interaction and SHAP values change after that round trip in CatBoost).
+    CatBoost refuses "Exact" SHAP for them, and so does jaximp; PredictionDiff, which CatBoost
+    computes for them, is not reproduced yet (ValueError).
+
     ``prettified=True`` returns CatBoost's pandas objects: for PredictionValuesChange,
     LossFunctionChange and PredictionDiff a DataFrame with columns ``"Feature Id"``,
     ``"Importances"`` sorted by importance descending (stable); for Interaction one with
@@ -574,7 +583,11 @@ def _prediction_diff(ens: Any, data: Any) -> np.ndarray:
     """
     from jaximp._inputs import as_features
     from jaximp._model import ObliviousEnsemble
+    from jaximp._tree_model import TreeEnsemble
 
+    if isinstance(ens, TreeEnsemble):
+        raise ValueError(f"{_FN}: type='PredictionDiff' of a non-symmetric model (Depthwise, Lossguide) "
+                         "is not computed by jaximp yet")
     if not isinstance(ens, ObliviousEnsemble) or ens.featurizer is not None or ens.n_outputs != 1:
         raise ValueError(f"{_FN}: type='PredictionDiff' needs a numeric oblivious model with one output "
                          "(CatBoost refuses the others too)")

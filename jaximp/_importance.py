@@ -27,6 +27,7 @@ from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
 from jaximp._tree_importance import tree_prediction_values_change
+from jaximp._tree_interaction import tree_interaction
 from jaximp._tree_leaves import tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble
 
@@ -247,7 +248,7 @@ def _categorical_interaction(ens: ObliviousEnsemble, output_reduction: str) -> A
     return jnp.asarray(pairs + pairs.T, jnp.float32)
 
 
-def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) -> Array:
+def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str | None = None) -> Array:
     """CatBoost's ``Interaction`` importance as a symmetric ``[F, F]`` matrix.
 
     For every tree and pair of its depths ``a < b`` splitting on different features ``f != g``::
@@ -269,6 +270,12 @@ def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) 
     therefore "abs" (the sum of per-output magnitudes) for ``loss_function == "MultiClass"`` and
     "sum", CatBoost's numbers, for every other loss; both agree when K == 1.
 
+    A ``TreeEnsemble`` (non-symmetric trees, numeric features) gets CatBoost's walk over its
+    trees (``jaximp._tree_interaction``): each pair of nested splits on different features
+    scores the signed sum of the leaf values below, summed per tree and feature pair before the
+    absolute value; the numbers are those of the model reloaded from its JSON export (a freshly
+    trained model's differ in CatBoost, see that module).
+
     Args:
         ens: the model.
         output_reduction: None (see above), "sum" or "abs".
@@ -278,15 +285,16 @@ def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) 
         (all zeros when no tree has two splits on different features).
 
     Raises:
-        TypeError: ``ens`` is not an ``ObliviousEnsemble``.
-        ValueError: an unknown ``output_reduction``.
+        TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
+        ValueError: an unknown ``output_reduction``; a ``TreeEnsemble`` with categorical features.
 
     Example:
         >>> m = jaximp.interaction(ens)  # doctest: +SKIP
         >>> float(m[0, 1])               # CatBoost's score for the pair (0, 1)  # doctest: +SKIP
     """
     fn_name = "interaction"
-    check_ensemble(ens, fn_name)
+    if not isinstance(ens, TreeEnsemble):
+        check_ensemble(ens, fn_name)
     if output_reduction is None:
         output_reduction = "abs" if ens.loss_function == "MultiClass" else "sum"
     if output_reduction not in OUTPUT_REDUCTIONS:
@@ -296,6 +304,11 @@ def interaction(ens: ObliviousEnsemble, *, output_reduction: str | None = None) 
     if ens.n_features**2 >= 2**31:
         raise ValueError(f"{fn_name}: the model's features must number under 46341 for a pairwise "
                          f"[F, F] result indexed in int32; got {ens.n_features}")
+    if isinstance(ens, TreeEnsemble):
+        if ens.featurizer is not None:
+            raise ValueError(f"{fn_name}: a TreeEnsemble with categorical features is not supported yet "
+                             "(numeric non-symmetric models are)")
+        return tree_interaction(ens, output_reduction=output_reduction)
     if ens.featurizer is not None:
         return _categorical_interaction(ens, output_reduction)
     return _interaction_kernel(ens, output_reduction=output_reduction)

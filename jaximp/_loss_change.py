@@ -34,6 +34,8 @@ from jaximp._leaves import leaf_prediction, map_leaves
 from jaximp._metrics import ModelLoss, as_targets, model_loss
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
 from jaximp._shap import shap_tables, values_block, values_from_leaves
+from jaximp._tree_loss import tree_loss_changes
+from jaximp._tree_model import TreeEnsemble
 
 
 def _loss_change_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array]:
@@ -61,7 +63,7 @@ def _loss_change_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[A
 
 
 def loss_function_change(
-    ens: ObliviousEnsemble,
+    ens: ObliviousEnsemble | TreeEnsemble,
     X: Any,
     y: Any,
     *,
@@ -79,6 +81,10 @@ def loss_function_change(
     ``MultiRMSE`` models, where CatBoost raises "Multi-dimensional target fstr is unimplemented
     yet", the same definition is computed with CatBoost's MultiRMSE metric. CatBoost uses only a
     subset of the rows above ``max(2e5, 2e9 / F)`` rows; jaximp always uses all of them.
+
+    A ``TreeEnsemble`` (non-symmetric trees, numeric features) gets the same definition with its
+    own path-dependent SHAP values (``jaximp._tree_loss``), CatBoost's numbers on the model
+    reloaded from its JSON export (CatBoost's reference for such trees).
 
     Args:
         ens: the model.
@@ -99,16 +105,35 @@ def loss_function_change(
         >>> jaximp.loss_function_change(ens, X_valid, y_valid)  # doctest: +SKIP
     """
     fn = "loss_function_change"
-    check_ensemble(ens, fn)
+    tree = isinstance(ens, TreeEnsemble)
+    if tree and ens.featurizer is not None:
+        raise ValueError(f"{fn}: a TreeEnsemble with categorical features is not supported yet "
+                         "(numeric non-symmetric models are)")
+    if not tree:
+        check_ensemble(ens, fn)
     loss = model_loss(ens, fn)
     x = as_features(X, ens, fn)
     n = x.shape[0]
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn).astype(np.float64)
+    if tree:
+        base, change = tree_loss_changes(ens, x, targets, loss, batch_size=batch_size, devices=devices,
+                                         fn_name=fn)
+        return np.asarray(metric_change(loss, weights, base, change), np.float32)
     tables = shap_tables(ens, "path_dependent", x=x, fn_name=fn, batch_size=batch_size, devices=devices)
     base, change = map_rows(_loss_change_kernel, (ens, tables), (x, targets), batch_size=batch_size,
                             devices=devices, fn_name=fn, loss=loss)
-    # weighted sums on the host in float64: exact whatever the batch size or device count
+    result = metric_change(loss, weights, base, change)
+    return np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32)
+
+
+def metric_change(loss: ModelLoss, weights: np.ndarray, base: Any, change: Any) -> np.ndarray:
+    """``f64[P]`` the change of the metric from per-row losses ``base f32[N]`` and their changes
+    ``change f32[N, P]``, weighted by ``weights f64[N]``.
+
+    The weighted sums are taken on the host in float64: exact whatever the batch size or device
+    count.
+    """
     weight = weights.sum()
     total = weights @ np.asarray(base, np.float64)
     delta = weights @ np.asarray(change, np.float64)
@@ -118,4 +143,4 @@ def loss_function_change(
         result = np.where(denom > 0, (delta / weight) / np.where(denom > 0, denom, 1.0), 0.0)
     else:
         result = delta / weight
-    return np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32)
+    return result

@@ -155,7 +155,8 @@ def check_ensemble(ens: Any, fn_name: str) -> None:
         raise TypeError(
             f"{fn_name}: ens must be a jaximp.ObliviousEnsemble; non-symmetric trees "
             "(jaximp.TreeEnsemble) are not supported by this function yet (predict, leaf_indices, "
-            "prediction_values_change, shap_values, expected_value and shap_interaction_values are)"
+            "prediction_values_change, interaction, shap_values, expected_value, "
+            "shap_interaction_values, loss_function_change and permutation_importance are)"
         )
     if not isinstance(ens, ObliviousEnsemble):
         raise TypeError(

@@ -50,6 +50,8 @@ from jaximp._metrics import (
 )
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 from jaximp._permutation_groups import check_groups, evaluated_groups, refeaturized_predictions
+from jaximp._tree_model import TreeEnsemble
+from jaximp._tree_permutation import tree_permuted_predictions
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
@@ -414,7 +416,7 @@ def _sum_pairs(x: Array) -> Array:
 
 
 def permutation_importance(
-    ens: ObliviousEnsemble,
+    ens: ObliviousEnsemble | TreeEnsemble,
     X: Any,
     y: Any,
     *,
@@ -469,6 +471,10 @@ def permutation_importance(
     Memory: the permuted predictions of all rows, ``R * G * N * K`` floats, are assembled on the
     host and scored on the default device (so that scores do not depend on the batching).
 
+    A ``TreeEnsemble`` (non-symmetric trees, numeric features) takes the same arguments, draws
+    the same permutations for the same ``random_state`` and is scored by the same program; its
+    permuted rows are gathered on the device and predicted whole (``jaximp._tree_permutation``).
+
     Returns:
         ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
         importances=f64[F, R])`` (G in place of F with ``feature_groups``); std has ddof=0.
@@ -482,7 +488,12 @@ def permutation_importance(
         >>> r.importances_mean                                                           # doctest: +SKIP
     """
     fn = "permutation_importance"
-    check_ensemble(ens, fn)
+    tree = isinstance(ens, TreeEnsemble)
+    if tree and ens.featurizer is not None:
+        raise ValueError(f"{fn}: a TreeEnsemble with categorical features is not supported yet "
+                         "(numeric non-symmetric models are)")
+    if not tree:
+        check_ensemble(ens, fn)
     raw_columns = as_raw_columns(X, ens, fn) if ens.featurizer is not None else None
     x = np.asarray(as_features(X, ens, fn) if raw_columns is None else featurize(ens, raw_columns))
     n = x.shape[0]
@@ -497,22 +508,17 @@ def permutation_importance(
     groups, straddled = evaluated_groups(ens, column_groups)
     key = as_key(random_state, fn)
 
-    plan = _make_plan(ens, groups)
-    platform = resolve_devices(devices, fn)[0].platform
-    if batch_size is None:
-        batch_size = _default_batch(platform, plan, ens.n_outputs, repeats)
-    bins = map_rows(_bins_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn)  # [N, F]
     draws = _row_draws(key, repeats, n, n_sub)
     take = np.stack([rows for rows, _ in draws])  # [R, n_sub] rows scored in each repeat
     source = np.stack([src for _, src in draws])  # [R, n_sub] the rows their values come from
-    if n_sub == n:  # all repeats score all rows: each row carries one permuted copy per repeat
-        rows = (bins, bins[source.T])
-    else:  # repeat r scores its own rows: R n_sub rows, one permuted copy each
-        rows = (bins[take.reshape(-1)], bins[source.reshape(-1)][:, None, :])
-    tabulate = plan.slot_tree.size * ens.n_leaves * ens.n_outputs <= _INCREMENT_TABLE
-    raw, permuted = map_rows(_permuted_kernel, (ens, plan), rows, batch_size=batch_size, devices=devices,
-                             fn_name=fn, cpu=platform == "cpu", tabulate=tabulate)
     shared = n_sub == n
+    if tree:  # rows scored [M] and, per repeat, where their group values come from [M, R or 1]
+        own, sources = (take[0], source.T) if shared else (take.reshape(-1), source.reshape(-1)[:, None])
+        raw, permuted = tree_permuted_predictions(ens, x, groups, own, sources, batch_size=batch_size,
+                                                  devices=devices, fn_name=fn)
+    else:
+        raw, permuted = _oblivious_predictions(ens, x, groups, take, source, batch_size=batch_size,
+                                               devices=devices, fn_name=fn)
     for g in straddled:  # groups that a CTR over a combination straddles: featurize again
         def predict_rows(rows):
             return map_rows(_predict_kernel, ens, np.asarray(rows), batch_size=batch_size, devices=devices,
@@ -533,6 +539,34 @@ def permutation_importance(
     importances = np.asarray(base, np.float64)[None, :] - np.asarray(scores, np.float64).T  # [G, R]
     return Bunch(importances_mean=importances.mean(axis=1), importances_std=importances.std(axis=1),
                  importances=importances)
+
+
+def _oblivious_predictions(ens: ObliviousEnsemble, x: np.ndarray, groups: list[np.ndarray], take: np.ndarray,
+                           source: np.ndarray, *, batch_size: int | None, devices: Any,
+                           fn_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Raw and permuted predictions of an oblivious model by its step functions (module docstring).
+
+    Args:
+        ens: the model; x: ``f32[N, E]`` its checked rows; groups: G arrays of evaluated features.
+        take, source: ``i[R, n]`` per repeat the rows scored and the rows their values come from.
+
+    Returns:
+        ``(raw f32[N, K], permuted f32[N, R, G, K])`` when every repeat scores all N rows, else
+        ``(raw f32[R n, K], permuted f32[R n, 1, G, K])``.
+    """
+    repeats, n_sub = take.shape
+    plan = _make_plan(ens, groups)
+    platform = resolve_devices(devices, fn_name)[0].platform
+    if batch_size is None:
+        batch_size = _default_batch(platform, plan, ens.n_outputs, repeats)
+    bins = map_rows(_bins_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)  # [N, F]
+    if n_sub == x.shape[0]:  # all repeats score all rows: each row carries one permuted copy per repeat
+        rows = (bins, bins[source.T])
+    else:  # repeat r scores its own rows: R n_sub rows, one permuted copy each
+        rows = (bins[take.reshape(-1)], bins[source.reshape(-1)][:, None, :])
+    tabulate = plan.slot_tree.size * ens.n_leaves * ens.n_outputs <= _INCREMENT_TABLE
+    return map_rows(_permuted_kernel, (ens, plan), rows, batch_size=batch_size, devices=devices,
+                    fn_name=fn_name, cpu=platform == "cpu", tabulate=tabulate)
 
 
 def _default_batch(platform: str, plan: _Plan, n_outputs: int, repeats: int) -> int:

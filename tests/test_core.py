@@ -298,16 +298,14 @@ def test_a_model_file_without_leaf_weights_counts_them_on_the_rows(tmp_path):
 
 
 def test_non_symmetric_model_imports_as_a_tree_ensemble():
-    """Depthwise models import as jaximp.TreeEnsemble (tests/test_trees.py checks its numbers);
-    the functions that do not take one yet say so."""
+    """Depthwise models import as jaximp.TreeEnsemble (tests/test_trees.py and
+    tests/test_trees_importance.py check its numbers); the functions that do not take one yet say so."""
     X, y = make_data("regression", n=200)
     model = catboost.CatBoostRegressor(iterations=3, depth=3, grow_policy="Depthwise", verbose=0).fit(X, y)
     ens = jaximp.from_catboost(model)
     assert isinstance(ens, jaximp.TreeEnsemble)
-    for call in (lambda: jaximp.interaction(ens), lambda: jaximp.loss_function_change(ens, X, y),
-                 lambda: jaximp.permutation_importance(ens, X, y), lambda: jaximp.split_importance(ens, "gain")):
-        with pytest.raises(TypeError, match="non-symmetric trees .jaximp.TreeEnsemble. are not supported"):
-            call()
+    with pytest.raises(TypeError, match="non-symmetric trees .jaximp.TreeEnsemble. are not supported"):
+        jaximp.split_importance(ens, "gain")
 
 
 # Contracts: jit, recompilation, batching, devices, grad --------------------------------

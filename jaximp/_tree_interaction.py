@@ -1,0 +1,139 @@
+"""CatBoost's Interaction importance of :class:`TreeEnsemble` models (non-symmetric trees).
+
+CatBoost (catboost/libs/fstr/feature_str.cpp, ``CalcMostInteractingFeatures`` for non-oblivious
+models) walks each tree depth-first, carrying the path's edges as ``(feature, sign)`` with sign
+-1 for a left edge and +1 for a right edge. At each terminal node with value ``v [K]`` it adds,
+for every pair of path edges ``a`` above ``b`` on different features ``f != g``,
+``s_a s_b sum_k v_k`` to the tree's score of the pair ``{f, g}``; the tree's scores enter the
+model's as absolute values, and the pairs' totals are scaled to sum to 100
+(``CalcFeatureInteraction``, calc_fstr.cpp). A left and a right edge from the same node sum to
+the difference of the node's two children, so the tree's score of ``{f, g}`` is
+
+    delta_t(f, g) = sum_{b, a ancestor of b, {feat a, feat b} = {f, g}} s_a(b) (S(right_b) - S(left_b))
+
+with ``S(c) = sum_k`` of the leaf values under child ``c`` and ``s_a(b)`` the sign of the edge
+leaving ``a`` towards ``b``: O(T M D) terms instead of O(T L D^2).
+
+Which layout CatBoost walks matters. A model loaded from CatBoost's JSON export has every leaf as
+a terminal node of its own (json_model_helpers.cpp, ``GetNonSymmetricModelTrees``), which is the
+walk above. A freshly trained or ``.cbm`` model keeps a leaf whose sibling is an internal node
+*inside* its parent (model_build_helper.cpp, ``TNonSymmetricTreeModelBuilder::AddTreeNode``), and
+the same walk then drops that leaf's last edge and gives its sibling sign -1 even on the right:
+that is why CatBoost's Interaction of such a model changes after a JSON round trip (issue 10).
+The JSON-reloaded model, which predicts the same and is CatBoost's reference for these trees, is
+the one reproduced here (checked against CatBoost 1.2.10).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._tree_importance import subtree_sums
+from jaximp._tree_model import TreeEnsemble, parents, to_features
+
+
+class PairTerms(NamedTuple):
+    """The terms of every tree's pair scores (host arrays; ``n`` terms, ``U`` (tree, pair) keys).
+
+    Attributes:
+        tree: ``i32[n]`` the term's tree.
+        node: ``i32[n]`` its lower internal node ``b``.
+        sign: ``f32[n]`` ``s_a(b)``: +1 when ``b`` is below its ancestor's right edge, else -1.
+        key: ``i32[n]`` its (tree, feature pair) key, ``0..U-1``.
+        pair: ``i32[U]`` each key's feature pair ``f * E + g`` (``f < g``, evaluated features).
+    """
+
+    tree: np.ndarray
+    node: np.ndarray
+    sign: np.ndarray
+    key: np.ndarray
+    pair: np.ndarray
+
+
+def pair_terms(ens: TreeEnsemble) -> PairTerms:
+    """The :class:`PairTerms` of ``ens``: every (internal node, ancestor) whose features differ.
+
+    Reads the trees' structure only (on the host), so it is computed once per model and the
+    scores stay differentiable in ``ens.leaf_values``.
+    """
+    node_parent, node_side, _, _ = (np.asarray(a) for a in parents(ens))  # [T, M]
+    features = np.asarray(ens.node_features)
+    t, m = features.shape
+    rows = np.arange(t)[:, None]
+    ancestor, side = node_parent, node_side  # the 0-th ancestor: the parent, reached by side
+    terms = []
+    for _ in range(max(ens.depth - 1, 0)):  # internal nodes have at most D - 1 ancestors
+        real = ancestor >= 0
+        tree, node = np.nonzero(real)
+        a = ancestor[tree, node]
+        terms.append((tree, node, 2.0 * side[tree, node] - 1.0, features[tree, a], features[tree, node]))
+        up = np.maximum(ancestor, 0)
+        side = np.where(real, node_side[rows, up], 0)
+        ancestor = np.where(real, node_parent[rows, up], -1)
+    tree, node, sign, fa, fb = (np.concatenate([term[i] for term in terms]) if terms else np.zeros(0, int)
+                                for i in range(5))
+    keep = fa != fb
+    tree, node, sign = tree[keep], node[keep], sign[keep]
+    lo, hi = np.minimum(fa, fb)[keep].astype(np.int64), np.maximum(fa, fb)[keep].astype(np.int64)
+    e = ens.n_evaluated
+    keys, key = np.unique((tree * e + lo) * e + hi, return_inverse=True)
+    return PairTerms(tree.astype(np.int32), node.astype(np.int32), sign.astype(np.float32),
+                     key.reshape(-1).astype(np.int32), (keys % (e * e)).astype(np.int32))
+
+
+def child_sum_difference(ens: TreeEnsemble) -> Array:
+    """``f32[T, M, K]`` ``S(right) - S(left)`` of each internal node: the sums of the leaf values
+    below its two children (padded nodes: anything, never read)."""
+    _, total = subtree_sums(ens, jnp.ones_like(ens.leaf_weights))  # [T, M, K] unit-weight sums
+    children = ens.node_children  # [T, M, 2]
+    is_node = children >= 0
+    node = jnp.where(is_node, children, 0)
+    leaf = jnp.where(is_node, 0, jnp.clip(~children, 0, ens.n_leaves - 1))
+    rows = jnp.arange(ens.n_trees)[:, None, None]
+    sums = jnp.where(is_node[..., None], total[rows, node], ens.leaf_values[rows, leaf])  # [T, M, 2, K]
+    return sums[:, :, 1] - sums[:, :, 0]
+
+
+def _safe_div(num: Array, den: Array) -> Array:
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("output_reduction",))
+def _interaction_kernel(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
+    n_keys, e = terms.pair.shape[0], ens.n_evaluated
+    contrib = terms.sign[:, None] * child_sum_difference(ens)[terms.tree, terms.node]  # [n, K]
+    per_key = jax.ops.segment_sum(contrib, terms.key, n_keys)  # [U, K]: delta_t(f, g) per output
+    if output_reduction == "sum":
+        score = jnp.abs(jnp.sum(per_key, axis=-1))
+    else:
+        score = jnp.sum(jnp.abs(per_key), axis=-1)
+    pairs = jax.ops.segment_sum(score, terms.pair, e * e).reshape(e, e)  # upper triangle
+    matrix = to_features(ens, to_features(ens, pairs + pairs.T, axis=0), axis=1)
+    return 100.0 * _safe_div(matrix, jnp.sum(pairs))
+
+
+def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
+    """CatBoost's ``Interaction`` of a numeric non-symmetric ensemble (see the module docstring).
+
+    Args:
+        ens: the model (numeric features only).
+        output_reduction: ``"sum"`` (CatBoost: the K outputs added before the absolute value) or
+            ``"abs"`` (their absolute values added); checked by ``jaximp.interaction``.
+
+    Returns:
+        ``f32[F, F]`` symmetric, non-negative, zero diagonal, the upper triangle summing to 100
+        (all zeros when no tree has two nested splits on different features). Differentiable in
+        ``ens.leaf_values``; the tree structure is read on the host (not under ``jax.jit``).
+
+    Example:
+        >>> tree_interaction(ens, output_reduction="sum")  # doctest: +SKIP
+    """
+    terms = PairTerms(*(jnp.asarray(a) for a in pair_terms(ens)))
+    return _interaction_kernel(ens, terms, output_reduction=output_reduction)

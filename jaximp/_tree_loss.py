@@ -1,0 +1,75 @@
+"""Per-row terms of CatBoost's LossFunctionChange for :class:`TreeEnsemble` models.
+
+The definition is that of ``jaximp._loss_change`` (catboost/libs/fstr/loss_change_fstr.cpp): the
+model's metric with each row's prediction minus its path-dependent SHAP value of a feature,
+minus the metric of the predictions. Per row this needs the raw prediction and the SHAP values;
+both come from one row kernel over blocks: the prediction by the trees' descent
+(``jaximp._tree_leaves``) and the SHAP values from per-leaf path tables built once
+(``jaximp._tree_shap.tree_shap_plan``). A model file without leaf weights is refused, as by
+``jaximp.shap_values`` for these trees: CatBoost then counts leaf weights on the data set, but
+its SHAP values of such a non-symmetric model do not match the path-dependent values with leaf
+weights counted on the same rows (measured with CatBoost 1.2.10), so jaximp gives no number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax import Array
+
+from jaximp._batching import map_rows
+from jaximp._metrics import ModelLoss
+from jaximp._tree_leaves import _predict_kernel
+from jaximp._tree_model import TreeEnsemble
+from jaximp._tree_shap import _shap_kernel, tree_shap_plan
+
+
+def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss: ModelLoss,
+                        step_rows: int) -> tuple[Array, Array]:
+    """Per row: the loss ``f32[n]`` and its change without each feature ``f32[n, F]``.
+
+    Args:
+        params: ``(ens, plan)``, the model and its path-dependent SHAP plan.
+        rows: ``(x f32[n, E], y)``.
+        block: rows per fused block.
+        loss: the model's loss (static).
+        step_rows: rows per step of the SHAP kernel (the plan's).
+    """
+    ens, plan = params
+    x, y = rows
+    raw = _predict_kernel(ens, x, block=block)  # [n, K]
+    phi = _shap_kernel((ens, plan), x, block=block, kind="path", step_rows=step_rows)  # [n, F, K]
+    change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
+    return loss.row_loss(y, raw), change
+
+
+
+
+def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: ModelLoss, *,
+                      batch_size: int | None, devices: Any, fn_name: str) -> tuple[Any, Any]:
+    """Per-row loss and loss changes of checked rows, for ``jaximp.loss_function_change``.
+
+    Args:
+        ens: the model (numeric features).
+        x: ``f32[N, E]`` checked rows.
+        targets: ``[N]`` (or ``[N, K]``) targets as ``jaximp._metrics.as_targets`` gives them.
+        loss: the model's loss.
+        batch_size: rows per device step; None picks one.
+        devices: None, an int or a list of ``jax.Device``.
+        fn_name: the public function, for messages.
+
+    Returns:
+        ``(f32[N] row loss, f32[N, F] change of the row's loss without each feature's SHAP
+        value)``, NumPy for host rows.
+
+    Raises:
+        ValueError: the model file carries no leaf weights (see the module docstring).
+    """
+    if not ens.leaf_weights_known:
+        raise ValueError(f"{fn_name}: the model file carries no leaf weights, which the SHAP values of "
+                         "non-symmetric trees need; use a model exported with its leaf weights")
+    plan, kind, step_rows = tree_shap_plan(ens, "path_dependent", fn_name=fn_name)
+    return map_rows(_loss_change_kernel, (ens, plan), (x, targets), batch_size=batch_size,
+                    devices=devices, fn_name=fn_name, loss=loss, step_rows=step_rows)
