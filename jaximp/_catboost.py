@@ -187,6 +187,7 @@ class _Splits:
         self.borders = [np.asarray(f.get("borders", []), np.float32) for f in float_features]
         n_float = len(float_features)
         self.table = [(f, j) for f, b in enumerate(self.borders) for j in range(len(b))]
+        self.categorical = featurizer is not None
         if featurizer is not None:
             self.one_hot = {key: n_float + i for i, key in enumerate(featurizer.one_hot)}
             self.table += [(n_float + i, 0) for i in range(len(featurizer.one_hot))]
@@ -205,7 +206,7 @@ class _Splits:
         kind = split.get("split_type", "FloatFeature")
         if kind not in _SPLIT_TYPES:
             raise ValueError(f"tree {tree} has a {kind} split, which jaximp does not support")
-        if kind != "FloatFeature" and not hasattr(self, "one_hot"):
+        if kind != "FloatFeature" and not self.categorical:
             raise ValueError(f"tree {tree} has a {kind} split, but the model has no categorical features")
         if kind == "FloatFeature":
             feature = split["float_feature_index"]
