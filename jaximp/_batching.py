@@ -44,6 +44,7 @@ _ACCELERATOR_BLOCK = 1 << 14
 _DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; leftover rows go in smaller steps
 _ACCELERATOR_BATCH = 1 << 18
 _STEP_MEMORY_FRACTION = 16  # a default step's output takes at most 1/16 of the device's memory
+_PROGRESS_DELAY = 2.0  # seconds before a call's progress bar appears
 
 
 def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
@@ -171,12 +172,26 @@ def _is_traced(tree: Any) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
 
 
-def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0):
+def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0):
+    """A tqdm progress bar over rows (terminals and notebooks), or None when disabled or when
+    tqdm is missing. With ``delay`` it appears only once the work has lasted that long."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is an optional dependency: no bar without it
+        return None
+    return tqdm(total=total, unit="rows", unit_scale=True, desc=desc, delay=delay, leave=False)
+
+
+def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0, progress=True):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
     not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
     stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled.
+    With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
+    a progress bar.
     """
     devs = resolve_devices(_rows_device(rows) if devices is None else devices, fn_name)
     per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
@@ -185,12 +200,19 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
         yield kernel(params, rows, block=block, **static)
         return
     compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
+    bar = progress_bar(progress and n > per_device * len(devs), n, fn_name, delay=_PROGRESS_DELAY)
     start = 0
-    while start < n:
-        blocks_needed = -(-(n - start) // (block * len(devs)))
-        step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
-        yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
-        start += step
+    try:
+        while start < n:
+            blocks_needed = -(-(n - start) // (block * len(devs)))
+            step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
+            yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
+            if bar is not None:
+                bar.update(min(step, n - start))
+            start += step
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def map_rows(
@@ -203,6 +225,7 @@ def map_rows(
     fn_name: str,
     host_dtype: Any = None,
     row_floats: int = 0,
+    progress: bool = True,
     **static: Any,
 ) -> Any:
     """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
@@ -221,6 +244,7 @@ def map_rows(
             each step to the host: a narrow kernel output costs no wide device transfer).
         row_floats: values the kernel outputs per row, for the default step size (0: the
             platform's default).
+        progress: show a progress bar when the call lasts (see :func:`_steps`).
         **static: hashable arguments compiled into the kernel.
 
     Returns:
@@ -230,7 +254,7 @@ def map_rows(
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     steps = _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
-                   row_floats=row_floats)
+                   row_floats=row_floats, progress=progress)
     if on_device(rows):
         return _on_device(steps, n, host_dtype)
     result, start, pending = None, 0, None
@@ -321,6 +345,7 @@ def mean_abs_rows(
     devices: Any,
     fn_name: str,
     row_floats: int = 0,
+    progress: bool = True,
     **static: Any,
 ) -> Any:
     """The mean over rows of ``|kernel(params, rows)|``, without the per-row result for all rows.
@@ -340,7 +365,7 @@ def mean_abs_rows(
     static = dict(inner=kernel, inner_static=tuple(sorted(static.items())))
     total = None
     for out in _steps(_abs_sum_kernel, params, (rows, weight), batch_size, devices, fn_name, static,
-                      reduce=False, row_floats=row_floats):
+                      reduce=False, row_floats=row_floats, progress=progress):
         if _is_traced(out):
             return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0) / n, out)
         parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)

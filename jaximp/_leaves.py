@@ -198,7 +198,8 @@ def _predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
     return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block)
 
 
-def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None):
+def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
+                 progress: bool = True):
     """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes``.
 
     Args:
@@ -206,6 +207,7 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
         X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``i32[N, T]``; bit ``d`` of ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``.
@@ -218,25 +220,28 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
     """
     if isinstance(ens, TreeEnsemble):
         return tree_leaf_indices(ens, as_features(X, ens, "leaf_indices"), batch_size=batch_size,
-                                 devices=devices)
+                                 devices=devices, progress=progress)
     check_ensemble(ens, "leaf_indices")
     x = as_features(X, ens, "leaf_indices")
     return map_rows(
         _leaf_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
-        host_dtype=np.int32,
+        host_dtype=np.int32, progress=progress,
     )
 
 
-def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None):
+def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
+            progress: bool = True):
     """Raw predictions, CatBoost's ``RawFormulaVal``: ``f32[N]`` if K == 1 else ``f32[N, K]``.
 
     See :meth:`ObliviousEnsemble.predict`.
     """
     if isinstance(ens, TreeEnsemble):
-        return tree_predict(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices)
+        return tree_predict(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices,
+                            progress=progress)
     check_ensemble(ens, "predict")
     x = as_features(X, ens, "predict")
-    out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict")
+    out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict",
+                   progress=progress)
     return squeeze_outputs(out, ens.n_outputs)
 
 

@@ -229,13 +229,13 @@ def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
 
 
 def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int | None, devices: Any,
-             fn_name: str, reduce: bool = False) -> Any:
+             fn_name: str, reduce: bool = False, progress: bool = True) -> Any:
     """SHAP values of rows ``X`` from per-tree tables: ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``;
     with ``reduce`` their mean absolute value over rows, ``f32[F]`` or ``f32[F, K]``."""
     x = as_features(X, ens, fn_name)
     run = mean_abs_rows if reduce else map_rows
     out = run(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-              row_floats=ens.n_features * ens.n_outputs)
+              row_floats=ens.n_features * ens.n_outputs, progress=progress)
     return squeeze_outputs(out, ens.n_outputs)
 
 
@@ -281,14 +281,15 @@ class Explainer:
         return _host(self._expected)
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
-                    fn_name: str = "Explainer.shap_values") -> Any:
+                    progress: bool = True, fn_name: str = "Explainer.shap_values") -> Any:
         """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``; see :func:`shap_values`."""
         if isinstance(self.ens, TreeEnsemble):
             return tree_shap_values_from_plan(self.ens, as_features(X, self.ens, fn_name), self.tables,
-                                              batch_size=batch_size, devices=devices)
-        return _explain(self.ens, self.tables, X, batch_size=batch_size, devices=devices, fn_name=fn_name)
+                                              batch_size=batch_size, devices=devices, progress=progress)
+        return _explain(self.ens, self.tables, X, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                        progress=progress)
 
-    def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None):
+    def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None, progress: bool = True):
         """A ``shap.Explanation`` of the rows ``X``.
 
         Returns:
@@ -304,7 +305,7 @@ class Explainer:
             raise ImportError("Explainer.__call__: returning a shap.Explanation needs the shap package "
                               "(pip install shap); Explainer.shap_values works without it") from e
         x = as_features(X, self.ens, "Explainer")
-        values = self.shap_values(x, batch_size=batch_size, devices=devices, fn_name="Explainer")
+        values = self.shap_values(x, batch_size=batch_size, devices=devices, progress=progress, fn_name="Explainer")
         expected = np.asarray(self.expected_value)
         data, display = np.asarray(x), None
         featurizer = self.ens.featurizer
@@ -322,7 +323,7 @@ class Explainer:
 
 
 def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent", background: Any = None,
-                batch_size: int | None = None, devices: Any = None) -> Any:
+                batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """SHAP values of every row, in raw score space.
 
     Each tree's attributions are tabulated per leaf once (see the module docstring for the value
@@ -340,6 +341,7 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
             explained row does not depend on B.
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
@@ -356,17 +358,18 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
     if isinstance(ens, TreeEnsemble):
         background = None if background is None else as_features(background, ens, "shap_values", "background")
         return tree_shap_values(ens, as_features(X, ens, "shap_values"), method=method, background=background,
-                                batch_size=batch_size, devices=devices)
+                                batch_size=batch_size, devices=devices, progress=progress)
     _check_model(ens, "shap_values")
     _check_method(method, background, "shap_values")
     x = as_features(X, ens, "shap_values")
     tab = shap_tables(ens, method, background, x=x, fn_name="shap_values", batch_size=batch_size,
                       devices=devices)
-    return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name="shap_values")
+    return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name="shap_values", progress=progress)
 
 
 def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: str = "path_dependent",
-                    background: Any = None, batch_size: int | None = None, devices: Any = None) -> Any:
+                    background: Any = None, batch_size: int | None = None, devices: Any = None,
+                    progress: bool = True) -> Any:
     """Mean absolute SHAP value of each feature over the rows ``X`` (shap's global "mean(|SHAP|)"
     bar), without holding the ``[N, F]`` SHAP matrix.
 
@@ -381,6 +384,7 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
         method, background: as for :func:`shap_values`.
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
@@ -397,12 +401,13 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
         background = None if background is None else as_features(background, ens, fn_name, "background")
         plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices, fn_name=fn_name)
         return tree_shap_values_from_plan(ens, as_features(X, ens, fn_name), plan, batch_size=batch_size,
-                                          devices=devices, reduce=True, fn_name=fn_name)
+                                          devices=devices, reduce=True, fn_name=fn_name, progress=progress)
     _check_model(ens, fn_name)
     _check_method(method, background, fn_name)
     x = as_features(X, ens, fn_name)
     tab = shap_tables(ens, method, background, x=x, fn_name=fn_name, batch_size=batch_size, devices=devices)
-    return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=True)
+    return _explain(ens, tab, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=True,
+                    progress=progress)
 
 
 def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", background: Any = None) -> Any:
@@ -429,7 +434,7 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
 
 
 def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None,
-                            devices: Any = None) -> Any:
+                            devices: Any = None, progress: bool = True) -> Any:
     """SHAP interaction values (path-dependent), CatBoost ``ShapInteractionValues`` without the
     bias row and column.
 
@@ -447,6 +452,7 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
         X: ``[N, F]`` rows.
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device``.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes.
@@ -454,11 +460,12 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     Raises:
         TypeError, ValueError: a bad model or rows.
     """
-    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values")
+    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values",
+                         progress=progress)
 
 
 def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: int | None = None,
-                                devices: Any = None) -> Any:
+                                devices: Any = None, progress: bool = True) -> Any:
     """Mean absolute SHAP interaction value of every pair of features over the rows ``X``,
     without holding the ``[N, F, F]`` interaction values.
 
@@ -476,15 +483,15 @@ def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *
         >>> jaximp.shap_interaction_importance(ens, X)  # doctest: +SKIP
     """
     return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_importance",
-                         reduce=True)
+                         reduce=True, progress=progress)
 
 
 def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
-                  reduce: bool = False) -> Any:
+                  reduce: bool = False, progress: bool = True) -> Any:
     """Interaction values ``[N, F, F(, K)]``, or with ``reduce`` their mean |.| ``[F, F(, K)]``."""
     if isinstance(ens, TreeEnsemble):
         return tree_shap_interaction_values(ens, as_features(X, ens, fn_name), batch_size=batch_size,
-                                            devices=devices, reduce=reduce, fn_name=fn_name)
+                                            devices=devices, reduce=reduce, fn_name=fn_name, progress=progress)
     _check_model(ens, fn_name)
     if ens.n_players ** 2 >= 2**31:
         raise ValueError(f"{fn_name}: the model's features must number under 46341 for [F, F] pairs "
@@ -494,5 +501,5 @@ def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_
     tab = _build(ens, dist, kind="interaction_path")
     run = mean_abs_rows if reduce else map_rows
     out = run(_interaction_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-              row_floats=ens.n_features ** 2 * ens.n_outputs)
+              row_floats=ens.n_features ** 2 * ens.n_outputs, progress=progress)
     return squeeze_outputs(out, ens.n_outputs)

@@ -64,7 +64,7 @@ def _predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
 
 
 def tree_leaf_indices(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None,
-                      devices: Any = None) -> Any:
+                      devices: Any = None, progress: bool = True) -> Any:
     """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes``.
 
     Args:
@@ -80,17 +80,18 @@ def tree_leaf_indices(ens: TreeEnsemble, x: Any, *, batch_size: int | None = Non
         >>> tree_leaf_indices(ens, X)  # doctest: +SKIP
     """
     return map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices,
-                    fn_name="leaf_indices", host_dtype=np.int32)
+                    fn_name="leaf_indices", host_dtype=np.int32, progress=progress)
 
 
 def tree_predict(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None,
-                 devices: Any = None) -> Any:
+                 devices: Any = None, progress: bool = True) -> Any:
     """Raw predictions (CatBoost's ``RawFormulaVal``) of checked rows ``x: f32[N, E]``.
 
     Returns:
         ``f32[N]`` when K == 1, else ``f32[N, K]``.
     """
-    out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict")
+    out = map_rows(_predict_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="predict",
+                   progress=progress)
     return squeeze_outputs(out, ens.n_outputs)
 
 

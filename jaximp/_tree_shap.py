@@ -503,7 +503,7 @@ def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
 
 
 def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent", background: Any = None,
-                     batch_size: int | None = None, devices: Any = None) -> Any:
+                     batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """SHAP values of checked rows ``x: f32[N, E]`` (see the module docstring for the methods).
 
     Args:
@@ -526,7 +526,7 @@ def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent
         >>> tree_shap_values(ens, x)  # doctest: +SKIP
     """
     plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices)
-    return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size, devices=devices)
+    return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size, devices=devices, progress=progress)
 
 
 def _row_kernel(ens: TreeEnsemble, plan: tuple) -> tuple[Any, Any, dict]:
@@ -538,7 +538,8 @@ def _row_kernel(ens: TreeEnsemble, plan: tuple) -> tuple[Any, Any, dict]:
 
 
 def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_size: int | None = None,
-                               devices: Any = None, reduce: bool = False, fn_name: str = "shap_values") -> Any:
+                               devices: Any = None, reduce: bool = False, fn_name: str = "shap_values",
+                               progress: bool = True) -> Any:
     """:func:`tree_shap_values` with the per-leaf tables of :func:`tree_shap_plan` built once
     (what ``jaximp.Explainer`` keeps), so that explaining more rows costs only the lookups.
 
@@ -548,7 +549,7 @@ def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_
     width = ens.n_features * ens.n_outputs * (ens.n_features if plan[1] == "pairs" else 1)
     run = mean_abs_rows if reduce else map_rows
     out = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-              row_floats=width, **static)
+              row_floats=width, progress=progress, **static)
     return squeeze_outputs(out, ens.n_outputs)
 
 
@@ -574,7 +575,7 @@ def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", ba
 
 def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None,
                                  devices: Any = None, reduce: bool = False,
-                                 fn_name: str = "shap_interaction_values") -> Any:
+                                 fn_name: str = "shap_interaction_values", progress: bool = True) -> Any:
     """Path-dependent SHAP interaction values of checked rows ``x: f32[N, E]``.
 
     Returns:
@@ -589,4 +590,4 @@ def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int |
     rows, chunk = _rows_per_step(ens, _table_width(ens, "pairs"), 256)
     plan = _interaction_plan(ens, _training_weights(ens, fn_name), chunk=chunk)
     return tree_shap_values_from_plan(ens, x, (plan, "pairs", rows), batch_size=batch_size,
-                                      devices=devices, reduce=reduce, fn_name=fn_name)
+                                      devices=devices, reduce=reduce, fn_name=fn_name, progress=progress)

@@ -344,3 +344,18 @@ def test_explain_files_bad_input(tmp_path):
     (tmp_path / "junk.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match="cannot read"):
         jaximp.explain_files(ens, tmp_path / "junk.parquet", progress=False)
+
+
+def test_calls_of_several_steps_show_progress(monkeypatch, capfd):
+    """A bar appears once a call of several steps lasts over _PROGRESS_DELAY (here 0 s); one step,
+    or progress=False, shows none."""
+    model, X, _, _ = train("regression", n=3000)
+    ens = jaximp.from_catboost(model)
+    monkeypatch.setattr(_batching, "_PROGRESS_DELAY", 0.0)
+    for fn in (jaximp.shap_values, jaximp.predict, jaximp.leaf_indices, jaximp.shap_importance):
+        capfd.readouterr()
+        fn(ens, X, batch_size=1024)
+        assert fn.__name__ in capfd.readouterr().err, fn.__name__
+        fn(ens, X, batch_size=1024, progress=False)
+        fn(ens, X)  # one step
+        assert capfd.readouterr().err == "", fn.__name__
