@@ -25,6 +25,7 @@ the inputs, so results do not depend on batch size or device count.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -172,6 +173,12 @@ def _is_traced(tree: Any) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
 
 
+def platform_static(kernel: Callable, device: jax.Device) -> dict:
+    """``{"platform": "cpu" | "gpu" | ...}`` for kernels that take a ``platform`` keyword: choices
+    made for CPU caches (sub-blocking of gathers) apply on CPUs only."""
+    return {"platform": device.platform} if "platform" in inspect.signature(kernel).parameters else {}
+
+
 def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0):
     """A tqdm progress bar over rows (terminals and notebooks), or None when disabled or when
     tqdm is missing. With ``delay`` it appears only once the work has lasted that long."""
@@ -195,6 +202,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     """
     devs = resolve_devices(_rows_device(rows) if devices is None else devices, fn_name)
     per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
+    static = {**static, **platform_static(kernel, devs[0])}
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     if _is_traced(params) or _is_traced(rows):
         yield kernel(params, rows, block=block, **static)
@@ -322,11 +330,14 @@ def sum_rows(
 
 
 def _abs_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: Callable,
-                    inner_static: tuple) -> Any:
+                    inner_static: tuple, platform: str) -> Any:
     """Per block of ``block`` rows, ``sum_i w_i |inner(params, x)_i|`` over the rows ``(x, w)``
     (padding has ``w = 0``): ``[n / block, ...]``."""
     x, weight = rows
-    out = inner(params, x, block=block, **dict(inner_static))
+    inner_static = dict(inner_static)
+    if "platform" in inspect.signature(inner).parameters:
+        inner_static["platform"] = platform
+    out = inner(params, x, block=block, **inner_static)
 
     def per_block(a):
         size = block if a.shape[0] % block == 0 else a.shape[0]  # traced calls: rows unpadded

@@ -64,7 +64,10 @@ _TABLE_KIND = {
     "approximate": "saabas",
     "interventional": "shapley_hybrid",
 }
-_GATHER_FLOATS = 1 << 21  # per-block budget of gathered table entries (8 MiB: stays in cache)
+# Per-block budget of gathered table entries: on CPU 8 MiB, so that they stay in cache; elsewhere
+# only a memory bound (1 GiB), since splitting a block's gathers costs ~26% on an H100 (ANCHORS.md).
+_GATHER_FLOATS = {"cpu": 1 << 21}
+_ACCELERATOR_GATHER_FLOATS = 1 << 28
 
 
 class ShapTables(NamedTuple):
@@ -163,10 +166,11 @@ def shap_tables(ens: ObliviousEnsemble, method: str = "path_dependent", backgrou
     return _build(ens, dist, kind=_TABLE_KIND[method])
 
 
-def _gather_block(block: int, per_row: int) -> int:
-    """Rows per gather: ``block``, halved until the gathered entries fit the budget (a divisor of
-    ``block``, so that every row still runs the same program)."""
-    while block > 1 and block % 2 == 0 and block * per_row > _GATHER_FLOATS:
+def _gather_block(block: int, per_row: int, platform: str = "cpu") -> int:
+    """Rows per gather: ``block``, halved until the gathered entries fit the platform's budget (a
+    divisor of ``block``, so that every row still runs the same program)."""
+    budget = _GATHER_FLOATS.get(platform, _ACCELERATOR_GATHER_FLOATS)
+    while block > 1 and block % 2 == 0 and block * per_row > budget:
         block //= 2
     return block
 
@@ -185,18 +189,20 @@ def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array, *
     return out if per_player else to_columns(ens, out, axis=1)
 
 
-def values_block(tab: ShapTables, block: int) -> int:
+def values_block(tab: ShapTables, block: int, platform: str = "cpu") -> int:
     """Rows per fused block for row kernels that gather from ``tab`` (see ``_gather_block``)."""
     t, d, k, _ = tab.values.shape
-    return _gather_block(block, t * d * k)
+    return _gather_block(block, t * d * k, platform)
 
 
-def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
+def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int, platform: str) -> Array:
     ens, tab = params
-    return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves), ens, x, values_block(tab, block))
+    return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves), ens, x,
+                      values_block(tab, block, platform))
 
 
-def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int) -> Array:
+def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int,
+                        platform: str) -> Array:
     ens, tab = params
     t, d, _, k, _ = tab.values.shape
     f = ens.n_players
@@ -210,7 +216,7 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
         out = jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, P, P, K]
         return _pairs_to_columns(ens, out)
 
-    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k))
+    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k, platform))
 
 
 def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
