@@ -196,6 +196,7 @@ def saabas_table(q: Array, depth_players: Array, depth: int) -> Array:
     return jnp.einsum("ldk,dp->pkl", per_depth, slots.astype(per_depth.dtype))
 
 
+@jax.jit  # one program, not a dozen op-by-op compiles on a first call
 def effective_weights(ens: ObliviousEnsemble, weights: Array | None = None) -> Array:
     """``f32[T, L]`` the leaf weights (``ens.leaf_weights`` unless given), or uniform over a
     tree's real leaves where they sum to 0."""
