@@ -31,7 +31,7 @@ try:
 except ImportError as e:  # pragma: no cover - dask is an optional dependency
     raise ImportError("jaximp.dask needs dask (pip install 'jaximp[dask]')") from e
 
-__all__ = ["leaf_indices", "predict", "shap_importance", "shap_values"]
+__all__ = ["leaf_indices", "permutation_importance", "predict", "shap_importance", "shap_values"]
 
 
 def _chunks(X: Any, fn_name: str) -> tuple[list, tuple]:
@@ -132,3 +132,106 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
     if not np.all(n > 0):
         raise ValueError("jaximp.dask.shap_importance: X holds no rows")
     return (total[:-1] / n).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Permutation importance
+
+
+def _permuted_loss_chunk(ens: Any, groups: list, x: np.ndarray, donors: np.ndarray, y: np.ndarray,
+                         w: Any) -> np.ndarray:
+    """``f64[G + 2]``: the chunk's weight, its weighted loss, and its weighted loss with each
+    group's columns taken from ``donors`` (the rows whose values each row receives)."""
+    from jaximp._metrics import as_targets, model_loss
+    from jaximp._permutation import _oblivious_predictions
+    from jaximp._tree_model import TreeEnsemble
+    from jaximp._tree_permutation import tree_permuted_predictions
+
+    fn_name = "jaximp.dask.permutation_importance"
+    n = len(x)
+    targets = as_targets(np.asarray(y), ens, n, fn_name)
+    weights = np.ones(n) if w is None else np.asarray(w, np.float64)
+    both = np.concatenate([np.asarray(x, np.float32), np.asarray(donors, np.float32)])
+    own, donor = np.arange(n), n + np.arange(n)  # row i receives its group's values from row n + i
+    if isinstance(ens, TreeEnsemble):
+        raw, permuted = tree_permuted_predictions(ens, both, groups, own, donor[:, None], batch_size=None,
+                                                  devices=None, fn_name=fn_name)
+    else:
+        raw, permuted = _oblivious_predictions(ens, both, groups, own[None], donor[None], batch_size=None,
+                                               devices=None, fn_name=fn_name)
+    loss = model_loss(ens, "jaximp.dask.permutation_importance")
+    stacked = np.concatenate([np.asarray(raw)[:, None], np.asarray(permuted)[:, 0]], axis=1)  # [n, G + 1, K]
+    rows = np.stack([np.asarray(loss.row_loss(targets, stacked[:, g])) for g in range(stacked.shape[1])], 1)
+    return np.concatenate([[weights.sum()], weights @ rows.astype(np.float64)])
+
+
+def permutation_importance(ens: Any, X: Any, y: Any, *, n_repeats: int = 5, random_state: Any = None,
+                           sample_weight: Any = None, max_samples: float = 1.0, feature_groups: Any = None,
+                           **compute_kwargs: Any):
+    """Permutation importance (``jaximp.permutation_importance``) of rows in a dask array, scored
+    with the model's own loss, computed now.
+
+    Repeat ``r`` draws the same row permutation as the in-memory function for the same
+    ``random_state`` (on the client: one index per row and repeat), gathers each row's donor
+    row with Dask (one shuffle of the rows per repeat), and each chunk returns only its
+    weighted loss with and without each group permuted (``G + 2`` floats). The scores are the
+    model loss's metric of those sums, so the importances equal the in-memory ones to float32
+    rounding of each row's loss.
+
+    Args:
+        ens: a numeric model (``ObliviousEnsemble`` or ``TreeEnsemble``).
+        X: ``dask.array [N, F]``.
+        y: ``[N]`` targets (NumPy or dask array), class labels of a classifier.
+        n_repeats, random_state, sample_weight, max_samples, feature_groups: as for
+            ``jaximp.permutation_importance``; ``scoring`` is the model's loss (other scorers
+            are not sums over rows: compute them in memory).
+        **compute_kwargs: passed to ``dask.compute``.
+
+    Returns:
+        ``sklearn.utils.Bunch(importances_mean, importances_std, importances [G, R])``.
+
+    Raises:
+        TypeError, ValueError: bad arguments, a model with categorical features or a loss
+            jaximp does not know.
+    """
+    from sklearn.utils import Bunch
+
+    from jaximp._metrics import model_loss
+    from jaximp._permutation import _check_max_samples, _check_repeats, _row_draws, as_key
+    from jaximp._permutation_groups import check_groups, evaluated_groups
+
+    fn_name = "jaximp.dask.permutation_importance"
+    if ens.featurizer is not None:
+        raise ValueError(f"{fn_name}: models with categorical features are not supported on Dask yet; "
+                         "use jaximp.permutation_importance in memory")
+    if not isinstance(X, da.Array) or X.ndim != 2:
+        raise TypeError(f"{fn_name}: X must be a 2-d dask.array [N, F]; got {type(X).__name__}")
+    loss = model_loss(ens, fn_name)
+    X = X.rechunk({1: -1}).astype(np.float32)
+    if any(np.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    n = X.shape[0]
+    y = da.asarray(y)
+    w = None if sample_weight is None else da.asarray(sample_weight)
+    if y.shape[0] != n or (w is not None and w.shape != (n,)):
+        raise ValueError(f"{fn_name}: y and sample_weight must have one entry per row of X ({n})")
+    repeats = _check_repeats(n_repeats, fn_name)
+    n_sub = _check_max_samples(max_samples, n, fn_name)
+    groups, _ = evaluated_groups(ens, check_groups(feature_groups, ens, fn_name))
+    shipped = _ship(ens)
+    task = dask.delayed(_permuted_loss_chunk, pure=True)
+    sums = []
+    for take, source in _row_draws(as_key(random_state, fn_name), repeats, n, n_sub):
+        rows = X if n_sub == n else X[take]
+        donors = X[source].rechunk(rows.chunks)
+        parts = [a.rechunk({0: rows.chunks[0]}).to_delayed().ravel()
+                 for a in (y if n_sub == n else y[take], w if (w is None or n_sub == n) else w[take])
+                 if a is not None]
+        ys, ws = parts[0], (parts[1] if w is not None else [None] * len(parts[0]))
+        sums.append([task(shipped, groups, xc, dc, yc, wc) for xc, dc, yc, wc in
+                     zip(rows.to_delayed()[:, 0], donors.to_delayed()[:, 0], ys, ws)])
+    totals = np.asarray([np.sum(parts, axis=0) for parts in dask.compute(*sums, **compute_kwargs)])  # [R, G + 2]
+    scores = -np.asarray(loss.final(totals[:, 1:], totals[:, :1]))  # [R, G + 1]
+    importances = (scores[:, :1] - scores[:, 1:]).T  # [G, R]
+    return Bunch(importances_mean=importances.mean(axis=1), importances_std=importances.std(axis=1),
+                 importances=importances)

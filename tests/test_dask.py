@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import train
+from conftest import make_data, train
 
 import jaximp
 
@@ -75,3 +75,33 @@ def test_bad_input(model):
         jaximp.dask.predict(ens, X)
     with pytest.raises(ValueError, match="2-d"):
         jaximp.dask.predict(ens, da.from_array(X[:, 0]))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]])])
+def test_permutation_importance_equals_memory(client, model, kw):
+    ens, X = model
+    _, _, y, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
+    if kw.get("sample_weight"):
+        kw = dict(kw, sample_weight=np.random.default_rng(0).uniform(0.5, 2.0, len(X)))
+    expected = jaximp.permutation_importance(ens, X, y, n_repeats=3, random_state=7, **kw)
+    Xd = da.from_array(X, chunks=(150, -1))
+    got = jaximp.dask.permutation_importance(ens, Xd, da.from_array(y, chunks=100), n_repeats=3, random_state=7, **kw)
+    scale = float(np.abs(expected.importances).max())
+    np.testing.assert_allclose(got.importances, expected.importances, rtol=1e-5, atol=1e-5 * scale)
+    unused = np.all(expected.importances == 0, axis=1)
+    np.testing.assert_array_equal(got.importances[unused], 0.0)
+
+
+def test_permutation_importance_of_non_symmetric_trees(client, tmp_path):
+    import catboost
+
+    X, y = make_data("regression", n=400, n_features=5, nan_fraction=0.05)
+    path = tmp_path / "model.json"
+    catboost.CatBoostRegressor(iterations=8, depth=4, grow_policy="Lossguide", max_leaves=10, random_seed=0,
+                               verbose=0, thread_count=1, allow_writing_files=False).fit(X, y).save_model(
+        str(path), format="json")
+    ens = jaximp.from_catboost(str(path))
+    expected = jaximp.permutation_importance(ens, X, y, n_repeats=2, random_state=3)
+    got = jaximp.dask.permutation_importance(ens, da.from_array(X, chunks=(130, -1)), y, n_repeats=2, random_state=3)
+    scale = float(np.abs(expected.importances).max())
+    np.testing.assert_allclose(got.importances, expected.importances, rtol=1e-5, atol=1e-5 * scale)
