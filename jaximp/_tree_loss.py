@@ -27,7 +27,7 @@ from jaximp._tree_shap import _shap_kernel, tree_shap_plan
 
 
 def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss: ModelLoss,
-                        step_rows: int) -> tuple[Array, Array]:
+                        kind: str, step_rows: int) -> tuple[Array, Array]:
     """Per row: the loss ``f32[n]`` and its change without each feature ``f32[n, F]``.
 
     Args:
@@ -35,12 +35,13 @@ def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int,
         rows: ``(x f32[n, E], y)``.
         block: rows per fused block.
         loss: the model's loss (static).
+        kind: the plan's kernel, ``"path"`` or ``"deep_path"`` (static).
         step_rows: rows per step of the SHAP kernel (the plan's).
     """
     ens, plan = params
     x, y = rows
     raw = _predict_kernel(ens, x, block=block)  # [n, K]
-    phi = _shap_kernel((ens, plan), x, block=block, kind="path", step_rows=step_rows)  # [n, F, K]
+    phi = _shap_kernel((ens, plan), x, block=block, kind=kind, step_rows=step_rows)  # [n, F, K]
     change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
     return loss.row_loss(y, raw), change
 
@@ -72,4 +73,4 @@ def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: Mode
                          "non-symmetric trees need; use a model exported with its leaf weights")
     plan, kind, step_rows = tree_shap_plan(ens, "path_dependent", fn_name=fn_name)
     return map_rows(_loss_change_kernel, (ens, plan), (x, targets), batch_size=batch_size,
-                    devices=devices, fn_name=fn_name, loss=loss, step_rows=step_rows)
+                    devices=devices, fn_name=fn_name, loss=loss, kind=kind, step_rows=step_rows)

@@ -25,6 +25,18 @@ a background row only through its pattern at the leaf, so a per-leaf background 
 a table ``T_l[U, j]`` (``4**D`` work per leaf, small trees only). Saabas (``approximate``) credits
 each edge of the row's own path with the change of the cover-weighted mean value.
 
+Deep trees (paths longer than the tables allow) use the same games without tables. With
+``f_j(t) = z_j + (o_j - z_j) t`` and ``w_m(s) = integral_0^1 t^s (1 - t)^(m-s-1) dt``,
+
+    phi_j = v_l (o_j - z_j) integral_0^1 prod_{k != j} f_k(t) dt
+
+(and ``Phi_ij = v_l (o_i - z_i)(o_j - z_j) / 2 integral prod_{k != i, j} f_k`` for interactions),
+a polynomial of degree below ``D`` integrated exactly by Gauss-Legendre quadrature on
+``ceil(D / 2)`` nodes: O(L D^2) per row and tree, no ``2**D`` memory. The interventional game
+over one background row is the same game with ``z_j = o_j(b)``; its Shapley values depend only
+on the counts of slots the row takes and the background row misses (``A``) and conversely
+(``B``), so the background is summed by matrix products over slots (O(L D B) per row and tree).
+
 Slots: entry ``k`` of a leaf's path is its ancestor at depth ``k`` (root first), slot ``k``; a
 slot is a player when no shallower entry reads the same feature, else a null player. A node's
 slot is thus the same for every leaf below it, so a row's patterns are built once per node, not
@@ -52,8 +64,10 @@ from jaximp._tree_leaves import leaf_outputs, leaves_of, node_decisions
 from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, parents, to_features
 
 METHODS = ("path_dependent", "approximate", "interventional")
-MAX_TABLE_DEPTH = 12  # path tables hold 2**D floats per leaf
-MAX_PAIR_DEPTH = 8  # interventional and interaction tables cost 4**D per leaf
+MAX_TABLE_DEPTH = 12  # path tables hold 2**D floats per leaf; deeper trees use quadrature
+MAX_PAIR_DEPTH = 8  # interventional and interaction tables cost 4**D per leaf; deeper: no tables
+_BIT_DEPTH = 30  # row patterns are int32 bit masks of the D slots
+_BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
 _CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
 
 
@@ -257,6 +271,112 @@ def interaction_path_table(paths: Paths) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
+# Deep trees: the path games integrated by quadrature (see the module docstring)
+
+
+def _quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on ``[0, 1]``, exact for polynomials of degree < ``d``."""
+    t, w = np.polynomial.legendre.leggauss(max(1, -(-d // 2)))
+    return ((t + 1) / 2).astype(np.float32), (w / 2).astype(np.float32)
+
+
+def slot_taken(chunk: Plan, decisions: Array) -> Array:
+    """``f32[c, L, D, b]`` 1 where a row takes every edge of a player slot's feature (0 at null
+    slots), from ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees: the
+    bits of its :func:`patterns` where they fit an int32, else a count over the path's edges."""
+    paths = chunk.paths
+    c, l, d = paths.nodes.shape
+    if chunk.edges is not None:
+        u = patterns(chunk.edges, decisions, d)  # [c, L, b]
+        on = (u[:, :, None, :] >> jnp.arange(d, dtype=jnp.int32)[:, None]) & 1
+        return jnp.where(paths.player[..., None], on.astype(jnp.float32), 0.0)
+    right = _gather_nodes(decisions, paths.nodes.reshape(c, l * d)).reshape(c, l, d, -1)
+    missed = (right != paths.right[..., None]) & paths.mask[..., None]  # [c, L, e, b]: leaves the path
+    owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [c, L, e, s]
+    misses = jnp.einsum("cleb,cles->clsb", missed.astype(jnp.float32), owner.astype(jnp.float32))
+    return jnp.where(paths.player[..., None] & (misses == 0), 1.0, 0.0)
+
+
+def _leave_one_out(f: Array) -> Array:
+    """``prod_{k != j} f[:, :, k]`` at every ``j`` of axis 2 (prefix times suffix products, no
+    division; unrolled over the few slots, which XLA fuses)."""
+    d = f.shape[2]
+    before, after = [jnp.ones_like(f[:, :, 0])], [jnp.ones_like(f[:, :, 0])]
+    for k in range(d - 1):
+        before.append(before[-1] * f[:, :, k])
+        after.append(after[-1] * f[:, :, d - 1 - k])
+    return jnp.stack(before, axis=2) * jnp.stack(after[::-1], axis=2)
+
+
+def _deep_path_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Array:
+    """``f32[E(, E), K, b]`` path-dependent SHAP (interaction) values of a chunk of trees for rows
+    ``xt f32[E, b]``, by quadrature of each leaf's path polynomial."""
+    paths = chunk.paths
+    player = paths.player[..., None]
+    z = paths.z[..., None]
+    slope = jnp.where(player, slot_taken(chunk, _decisions(chunk, xt)) - z, 0.0)  # o_j - z_j
+    single = pair = 0.0
+    for t, w in zip(*_quadrature(min(paths.z.shape[-1], n_evaluated))):  # degree < players
+        f = jnp.where(player, z + slope * t, 1.0)  # [c, L, D, b]
+        others = _leave_one_out(f)
+        single = single + w * others
+        if pairs:  # prod_{k != i, j} f_k = others_i / f_j; f_j = 0 only where slope_j = 0
+            inverse = jnp.where(f != 0, 1.0 / jnp.where(f != 0, f, 1.0), 0.0)
+            pair = pair + w * others[:, :, :, None] * inverse[:, :, None]  # [c, L, D, D, b]
+    phi = slope * single  # [c, L, D, b]
+    if not pairs:
+        out = phi[:, :, :, None, :] * chunk.values[:, :, None, :, None]  # [c, L, D, K, b]
+        return _scatter(out, paths.feature, n_evaluated)
+    d = paths.z.shape[-1]
+    off = ~jnp.eye(d, dtype=bool)[:, :, None]
+    pair = jnp.where(off, 0.5 * slope[:, :, :, None] * slope[:, :, None] * pair, 0.0)
+    both = jnp.where(off, pair, (phi - jnp.sum(pair, axis=3))[:, :, :, None])  # main effect on the diagonal
+    out = both[:, :, :, :, None, :] * chunk.values[:, :, None, None, :, None]  # [c, L, D, D, K, b]
+    return _scatter_pairs(out, paths.feature, n_evaluated)
+
+
+def _count_weights(d: int) -> np.ndarray:
+    """``f32[2, D + 1, D + 1]`` the Shapley value of a slot in ``A`` (index 0: ``(a-1)! b! /
+    (a+b)!``) and minus that of a slot in ``B`` (index 1: ``a! (b-1)! / (a+b)!``), for
+    ``|A| = a``, ``|B| = b`` (see :func:`_pair_game_weights`)."""
+    a = np.arange(d + 1)[:, None]
+    b = np.arange(d + 1)[None, :]
+    lg = lambda n: np.vectorize(math.lgamma)(np.maximum(n, 1) + 0.0)  # noqa: E731
+    plus = np.where(a > 0, np.exp(lg(a) + lg(b + 1) - lg(a + b + 1)), 0.0)
+    minus = np.where(b > 0, np.exp(lg(a + 1) + lg(b) - lg(a + b + 1)), 0.0)
+    return np.stack([plus, minus]).astype(np.float32)
+
+
+def _deep_interventional_phi(chunk: Plan, xt: Array, background: tuple[Array, Array],
+                             n_evaluated: int) -> Array:
+    """``f32[E, K, b]`` interventional SHAP values of a chunk of trees for rows ``xt f32[E, b]``
+    over background blocks ``(f32[nB, Bc, E], weights f32[nB, Bc])`` (weights sum to 1)."""
+    paths = chunk.paths
+    d = paths.z.shape[-1]
+    table = jnp.asarray(_count_weights(d))
+    taken = slot_taken(chunk, _decisions(chunk, xt))  # [c, L, D, b]
+    n_taken = jnp.sum(taken, axis=2)  # [c, L, b]
+    players = jnp.sum(paths.player, axis=-1)[..., None, None]  # [c, L, 1, 1]
+
+    def step(acc, block):
+        rows, weight = block
+        other = slot_taken(chunk, _decisions(chunk, rows.T))  # [c, L, D, B]
+        both = jnp.einsum("clsb,clsr->clbr", taken, other)
+        a = jnp.rint(n_taken[..., None] - both).astype(jnp.int32)  # [c, L, b, B]
+        b = jnp.rint(jnp.sum(other, axis=2)[:, :, None, :] - both).astype(jnp.int32)
+        alive = (players - a - b - jnp.rint(both).astype(jnp.int32)) == 0  # no slot missed by both
+        plus = jnp.where(alive, table[0][a, b], 0.0) * weight
+        minus = jnp.where(alive, table[1][a, b], 0.0) * weight
+        on_a = jnp.sum(plus, axis=-1)[:, :, None] - jnp.einsum("clbr,clsr->clsb", plus, other)
+        on_b = jnp.einsum("clbr,clsr->clsb", minus, other)
+        return acc + taken * on_a - (1.0 - taken) * on_b, None
+
+    phi, _ = jax.lax.scan(step, jnp.zeros_like(taken), background)  # [c, L, D, b]
+    out = phi[:, :, :, None, :] * chunk.values[:, :, None, :, None]
+    return _scatter(out, paths.feature, n_evaluated)
+
+
+# --------------------------------------------------------------------------------------------
 # Plans: per-tree arrays cut in chunks of trees, the unit of a row kernel's inner loop
 
 
@@ -283,16 +403,20 @@ def _chunk_trees(tree: Any, n_trees: int, chunk: int) -> Any:
     return jax.tree_util.tree_map(cut, tree)
 
 
-def _rows_per_step(ens: TreeEnsemble, width: int, block: int) -> tuple[int, int]:
-    """(rows per inner step, trees per chunk) keeping ``c * L * width * rows`` in budget."""
+def _rows_per_step(ens: TreeEnsemble, width: int, block: int, floor: int = 64) -> tuple[int, int]:
+    """(rows per inner step, trees per chunk) keeping ``c * L * width * rows`` in budget; rows
+    halve down to ``floor``."""
     rows = block
-    while rows > 64 and rows % 2 == 0 and ens.n_leaves * width * rows > _CHUNK_FLOATS:
+    while rows > floor and rows % 2 == 0 and ens.n_leaves * width * rows > _CHUNK_FLOATS:
         rows //= 2
     return rows, int(max(1, min(ens.n_trees, _CHUNK_FLOATS // (ens.n_leaves * width * rows))))
 
 
-def _make_plan(ens: TreeEnsemble, paths: Paths, table: Array, chunk: int) -> Plan:
-    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, paths, tree_edges(ens, paths),
+def _make_plan(ens: TreeEnsemble, paths: Paths, table: Array | None, chunk: int) -> Plan:
+    """The chunked plan; ``table`` is None for deep trees, and the edges of the rows' bit
+    patterns are None for trees deeper than an int32 holds."""
+    edges = tree_edges(ens, paths) if ens.depth <= _BIT_DEPTH else None
+    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, paths, edges,
                 ens.scale * ens.leaf_values, table)
     return _chunk_trees(tree, ens.n_trees, chunk)
 
@@ -340,16 +464,28 @@ def _table_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Array:
     gathered = jnp.moveaxis(gathered, 2, -1)  # [c, L, D(, D), K, b]
     if not pairs:
         return _scatter(gathered, paths.feature, n_evaluated)
-    feature = paths.feature[..., :, None] * n_evaluated + paths.feature[..., None, :]  # [c, L, D, D]
-    c, l, d = paths.feature.shape
-    flat = gathered.reshape((c, l, d * d) + gathered.shape[4:])
-    out = _scatter(flat, feature.reshape(c, l, d * d), n_evaluated * n_evaluated)
-    return out.reshape((n_evaluated, n_evaluated) + out.shape[1:])
+    return _scatter_pairs(gathered, paths.feature, n_evaluated)
 
 
-def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kind: str, step_rows: int) -> Array:
-    ens, plan = params
+def _scatter_pairs(values: Array, features: Array, n_segments: int) -> Array:
+    """``[c, L, S, S, ..., b]`` summed into ``[n_segments, n_segments, ..., b]`` by the slot pairs'
+    ``features [c, L, S]``."""
+    c, l, d = features.shape
+    pair = features[..., :, None] * n_segments + features[..., None, :]  # [c, L, S, S]
+    flat = values.reshape((c, l, d * d) + values.shape[4:])
+    out = _scatter(flat, pair.reshape(c, l, d * d), n_segments * n_segments)
+    return out.reshape((n_segments, n_segments) + out.shape[1:])
+
+
+KINDS = ("path", "table", "pairs", "deep_path", "deep_pairs", "deep_interventional")
+
+
+def _shap_kernel(params: tuple, x: Array, *, block: int, kind: str, step_rows: int) -> Array:
+    """Per-row SHAP (interaction) values ``f32[n, F(, F), K]`` of ``params = (ens, plan)``, or
+    ``(ens, plan, background blocks)`` for ``kind="deep_interventional"``."""
+    ens, plan, *background = params
     e = ens.n_players
+    pairs = kind in ("pairs", "deep_pairs")
 
     def block_fn(xb):
         xt = xb.T  # [E, b]
@@ -357,14 +493,18 @@ def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kin
         def step(acc, chunk):
             if kind == "path":
                 return acc + _path_phi(chunk, xt, e), None
-            return acc + _table_phi(chunk, xt, e, pairs=kind == "pairs"), None
+            if kind in ("deep_path", "deep_pairs"):
+                return acc + _deep_path_phi(chunk, xt, e, pairs=pairs), None
+            if kind == "deep_interventional":
+                return acc + _deep_interventional_phi(chunk, xt, background[0], e), None
+            return acc + _table_phi(chunk, xt, e, pairs=pairs), None
 
-        shape = (e, e) if kind == "pairs" else (e,)
+        shape = (e, e) if pairs else (e,)
         acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), jnp.float32)
         acc, _ = jax.lax.scan(step, acc, plan)
         out = jnp.moveaxis(acc, -1, 0)  # [b, E(, E), K]
         out = to_features(ens, out, axis=1)
-        return to_features(ens, out, axis=2) if kind == "pairs" else out
+        return to_features(ens, out, axis=2) if pairs else out
 
     return map_blocks(block_fn, x, step_rows)
 
@@ -409,10 +549,6 @@ def _check(ens: Any, method: Any, background: Any, fn_name: str) -> None:
     if (method == "interventional") != (background is not None):
         raise ValueError(f"{fn_name}: background must be given exactly with method='interventional'; "
                          f"got method={method!r} and background={'None' if background is None else 'rows'}")
-    limit = MAX_PAIR_DEPTH if method == "interventional" else MAX_TABLE_DEPTH
-    if ens.depth > limit:
-        raise ValueError(f"{fn_name}: ens.depth must be at most {limit} for method={method!r} (per-leaf "
-                         f"tables); got {ens.depth}")
 
 
 def _training_weights(ens: TreeEnsemble, fn_name: str) -> Array:
@@ -422,10 +558,10 @@ def _training_weights(ens: TreeEnsemble, fn_name: str) -> Array:
     return ens.leaf_weights
 
 
-@functools.partial(jax.jit, static_argnames=("chunk",))
-def _path_plan(ens: TreeEnsemble, weights: Array, *, chunk: int) -> Plan:
+@functools.partial(jax.jit, static_argnames=("chunk", "tables"))
+def _path_plan(ens: TreeEnsemble, weights: Array, *, chunk: int, tables: bool = True) -> Plan:
     paths = tree_paths(ens, weights)
-    return _make_plan(ens, paths, path_table(paths), chunk)
+    return _make_plan(ens, paths, path_table(paths) if tables else None, chunk)
 
 
 @functools.partial(jax.jit, static_argnames=("chunk",))
@@ -446,10 +582,29 @@ def _interaction_plan(ens: TreeEnsemble, weights: Array, *, chunk: int) -> Plan:
     return _make_plan(ens, paths, table, chunk)
 
 
-def _table_width(ens: TreeEnsemble, method: str) -> int:
-    d = max(ens.depth, 1)
-    return {"path": d * ens.n_outputs + 2 * d, "table": d * ens.n_outputs + d,
-            "pairs": d * d * ens.n_outputs + d}[method]
+def _table_width(ens: TreeEnsemble, kind: str) -> int:
+    """Floats per leaf and row that a step of ``kind`` holds."""
+    d, k = max(ens.depth, 1), ens.n_outputs
+    return {"path": d * k + 2 * d, "table": d * k + d, "pairs": d * d * k + d,
+            "deep_path": d * k + 6 * d, "deep_pairs": d * d * (k + 3) + 6 * d,
+            "deep_interventional": d * k + 3 * min(_BACKGROUND_BLOCK, 64) + 6 * d}[kind]
+
+
+def _step(ens: TreeEnsemble, kind: str) -> tuple[int, int]:
+    """(rows per inner step, trees per chunk) of ``kind``."""
+    return _rows_per_step(ens, _table_width(ens, kind), 256, floor=8 if kind.startswith("deep") else 64)
+
+
+def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
+    """``(f32[nB, Bc, E], f32[nB, Bc])`` background rows in blocks, weights ``1 / B`` (0 on padding)."""
+    b = len(background)
+    size = min(_BACKGROUND_BLOCK, b)
+    n_blocks = -(-b // size)
+    rows = np.zeros((n_blocks * size, background.shape[1]), np.float32)
+    rows[:b] = background
+    weights = np.zeros(n_blocks * size, np.float32)
+    weights[:b] = 1.0 / b
+    return jnp.asarray(rows.reshape(n_blocks, size, -1)), jnp.asarray(weights.reshape(n_blocks, size))
 
 
 def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = None, *,
@@ -462,13 +617,19 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
     _check(ens, method, background, fn_name)
     if method == "approximate":
         return None, "saabas", 0
-    kind = "path" if method == "path_dependent" else "table"
-    rows, chunk = _rows_per_step(ens, _table_width(ens, kind), 256)
     if method == "path_dependent":
-        return _path_plan(ens, _training_weights(ens, fn_name), chunk=chunk), kind, rows
-    _, hist_chunk = _rows_per_step(ens, 1 << ens.depth, 256)
-    plan = _path_plan(ens, ens.leaf_weights, chunk=chunk)
+        kind = "path" if ens.depth <= MAX_TABLE_DEPTH else "deep_path"
+        rows, chunk = _step(ens, kind)
+        weights = _training_weights(ens, fn_name)
+        return _path_plan(ens, weights, chunk=chunk, tables=kind == "path"), kind, rows
     background = np.asarray(background, np.float32)
+    if ens.depth > MAX_PAIR_DEPTH:
+        rows, chunk = _step(ens, "deep_interventional")
+        plan = _path_plan(ens, ens.leaf_weights, chunk=chunk, tables=False)
+        return (plan, _background_blocks(background)), "deep_interventional", rows
+    kind = "table"
+    rows, chunk = _step(ens, kind)
+    plan = _path_plan(ens, ens.leaf_weights, chunk=chunk)
     histogram = sum_rows(_pattern_histogram_kernel, (ens, plan), (background, np.ones(len(background), np.float32)),
                          batch_size=batch_size, devices=devices, fn_name=fn_name)
     return _interventional_plan(ens, plan, histogram, chunk=chunk), kind, rows
@@ -534,7 +695,8 @@ def _row_kernel(ens: TreeEnsemble, plan: tuple) -> tuple[Any, Any, dict]:
     plan, kind, rows = plan
     if kind == "saabas":
         return _saabas_kernel, ens, {}
-    return _shap_kernel, (ens, plan), dict(kind=kind, step_rows=rows)
+    params = (ens,) + plan if kind == "deep_interventional" else (ens, plan)
+    return _shap_kernel, params, dict(kind=kind, step_rows=rows)
 
 
 def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_size: int | None = None,
@@ -546,7 +708,7 @@ def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_
     With ``reduce``, the mean over rows of the values' absolute value, ``f32[F(, F)]`` (K == 1)
     or ``f32[F(, F), K]``, summed step by step (``jaximp._batching.mean_abs_rows``)."""
     kernel, params, static = _row_kernel(ens, plan)
-    width = ens.n_features * ens.n_outputs * (ens.n_features if plan[1] == "pairs" else 1)
+    width = ens.n_features * ens.n_outputs * (ens.n_features if plan[1].endswith("pairs") else 1)
     run = mean_abs_rows if reduce else map_rows
     out = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
               row_floats=width, progress=progress, **static)
@@ -584,10 +746,12 @@ def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int |
         rows, ``f32[F, F(, K)]``.
     """
     check_tree_ensemble(ens, fn_name)
-    if ens.depth > MAX_PAIR_DEPTH:
-        raise ValueError(f"{fn_name}: ens.depth must be at most {MAX_PAIR_DEPTH} for per-leaf interaction "
-                         f"tables; got {ens.depth}")
-    rows, chunk = _rows_per_step(ens, _table_width(ens, "pairs"), 256)
-    plan = _interaction_plan(ens, _training_weights(ens, fn_name), chunk=chunk)
-    return tree_shap_values_from_plan(ens, x, (plan, "pairs", rows), batch_size=batch_size,
+    weights = _training_weights(ens, fn_name)
+    kind = "pairs" if ens.depth <= MAX_PAIR_DEPTH else "deep_pairs"
+    rows, chunk = _step(ens, kind)
+    if kind == "pairs":
+        plan = _interaction_plan(ens, weights, chunk=chunk)
+    else:
+        plan = _path_plan(ens, weights, chunk=chunk, tables=False)
+    return tree_shap_values_from_plan(ens, x, (plan, kind, rows), batch_size=batch_size,
                                       devices=devices, reduce=reduce, fn_name=fn_name, progress=progress)

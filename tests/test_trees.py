@@ -316,6 +316,70 @@ def test_interaction_values_against_catboost(case):
     assert_close(np.reshape(got, expected.shape).sum(2), np.reshape(phi, expected.shape[:2] + expected.shape[3:]))
 
 
+# 4b. Deep trees: quadrature instead of per-leaf tables ----------------------------------------
+
+
+@pytest.fixture
+def no_tables(monkeypatch):
+    """Force the deep-tree kernels (quadrature, count formula) on shallow trees."""
+    import jaximp._tree_shap as tree_shap
+
+    monkeypatch.setattr(tree_shap, "MAX_TABLE_DEPTH", 0)
+    monkeypatch.setattr(tree_shap, "MAX_PAIR_DEPTH", 0)
+
+
+@pytest.mark.parametrize("bits", [True, False])
+@pytest.mark.parametrize("grow_policy, interventional", list(itertools.product(["Depthwise", "Lossguide"], [False, True])))
+def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, interventional):
+    """The deep kernels against brute-force Shapley on tiny trees, with the rows' slot bits read
+    from int32 patterns or counted over the path's edges (trees deeper than 30)."""
+    import jaximp._tree_shap as tree_shap
+
+    if not bits:
+        monkeypatch.setattr(tree_shap, "_BIT_DEPTH", 0)
+    case = ("multiclass" if interventional else "regression", grow_policy, 3, 6 if grow_policy == "Lossguide" else None, "Max")
+    model_json, _, X = trained(*case, iterations=3, n_features=4)
+    ens = tree_ensemble_from_json(model_json)
+    x = rows(X, 10)
+    background = X[200:215] if interventional else None
+    expected = brute_force(model_json, x, background)
+    method = "interventional" if interventional else "path_dependent"
+    got = tree_shap_values(ens, x, method=method, background=background)
+    assert_close(np.reshape(got, expected.shape), expected)
+    if not interventional:  # interactions: rows sum to the values, against the tables' interactions
+        pairs = np.reshape(tree_shap_interaction_values(ens, x), (len(x), 4, 4, -1))
+        assert_close(pairs.sum(2), np.reshape(got, pairs.shape[:2] + pairs.shape[3:]))
+        monkeypatch.setattr(tree_shap, "MAX_PAIR_DEPTH", 8)
+        assert_close(pairs, np.reshape(tree_shap_interaction_values(ens, x), pairs.shape))
+
+
+@pytest.mark.parametrize("case", [("regression", "Lossguide", 16, 64, "Min"), ("multiclass", "Lossguide", 16, 40, "Max")])
+def test_deep_trees_against_catboost(case):
+    """Lossguide trees of depth up to 16 (CatBoost's limit): path-dependent SHAP and interaction
+    values equal CatBoost's, interventional SHAP equals shap's, LossFunctionChange CatBoost's."""
+    model_json, model, X = trained(*case, iterations=6, n_features=8)
+    ens = tree_ensemble_from_json(model_json)
+    assert ens.depth > 12  # deeper than any per-leaf table
+    x = rows(X, 30)
+    values, expected = catboost_shap(model, x)
+    assert_close(np.reshape(tree_shap_values(ens, x), values.shape), values)
+    pairs = model.get_feature_importance(catboost.Pool(x[:8]), type="ShapInteractionValues")
+    pairs = pairs[:, :, :-1, :-1].transpose(0, 2, 3, 1) if pairs.ndim == 4 else pairs[:, :-1, :-1]
+    assert_close(np.reshape(tree_shap_interaction_values(ens, x[:8]), pairs.shape), pairs)
+    background = X[100:130]
+    explainer = shap.TreeExplainer(shap_tree_dict(model_json), data=background,
+                                   feature_perturbation="interventional")
+    want = np.asarray(explainer.shap_values(x))
+    got = tree_shap_values(ens, x, method="interventional", background=background)
+    assert_close(np.reshape(got, want.shape), want)
+    if case[0] == "regression":
+        import jaximp
+
+        y = model.predict(x) + np.random.default_rng(0).normal(size=len(x))
+        lfc = model.get_feature_importance(catboost.Pool(x, y), type="LossFunctionChange")
+        assert_close(jaximp.loss_function_change(ens, x, y), lfc, rtol=1e-4)
+
+
 def test_bad_arguments():
     model_json, _, X = trained(*GRID[0])
     ens = tree_ensemble_from_json(model_json)
