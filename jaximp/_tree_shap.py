@@ -347,7 +347,10 @@ def _table_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Array:
     return out.reshape((n_evaluated, n_evaluated) + out.shape[1:])
 
 
-def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kind: str, step_rows: int) -> Array:
+def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kind: str, step_rows: int,
+                 per_player: bool = False) -> Array:
+    """Per-row values ``f32[n, F(, F), K]`` of a plan's kind (``f32[n, P, K]`` per player, for
+    ``kind="path"`` with ``per_player``: what LossFunctionChange removes)."""
     ens, plan = params
     e = ens.n_players
 
@@ -362,7 +365,9 @@ def _shap_kernel(params: tuple[TreeEnsemble, Plan], x: Array, *, block: int, kin
         shape = (e, e) if kind == "pairs" else (e,)
         acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), jnp.float32)
         acc, _ = jax.lax.scan(step, acc, plan)
-        out = jnp.moveaxis(acc, -1, 0)  # [b, E(, E), K]
+        out = jnp.moveaxis(acc, -1, 0)  # [b, P(, P), K]
+        if per_player:
+            return out
         out = to_features(ens, out, axis=1)
         return to_features(ens, out, axis=2) if kind == "pairs" else out
 
