@@ -105,7 +105,8 @@ def get_feature_importance(
     * ``"SageValues"``: not supported (ValueError): CatBoost's is a Monte Carlo estimate drawn
       from its internal random generator, so its numbers cannot be reproduced.
 
-    Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric features) import
+    Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or categorical
+    features; a categorical Pool's splits are probed by CatBoost) import
     as a ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
     Interaction, ShapValues ("Regular", "Approximate", ``reference_data``) and
     ShapInteractionValues, with the layouts above and the numbers of the model reloaded from

@@ -27,7 +27,7 @@ from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
 from jaximp._tree_importance import tree_prediction_values_change
-from jaximp._tree_interaction import tree_interaction
+from jaximp._tree_interaction import internal_pair_scores, tree_interaction
 from jaximp._tree_leaves import tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble
 
@@ -207,12 +207,14 @@ def _interaction_kernel(ens: ObliviousEnsemble, *, output_reduction: str) -> Arr
     return 100.0 * _safe_div(pairs + pairs.T, jnp.sum(pairs))
 
 
-def _categorical_interaction(ens: ObliviousEnsemble, output_reduction: str) -> Array:
+def _categorical_interaction(ens: ObliviousEnsemble | TreeEnsemble, output_reduction: str) -> Array:
     """CatBoost's ``CalcFeatureInteraction`` for a model with categorical features, number for number.
 
-    The scores are summed per pair of CatBoost's internal features (float features, one-hot
-    features, CTRs: ``Featurizer.interaction_features``), the pair ordered by the features'
-    first appearance in the model's splits; each internal pair's score is then shared over the
+    CatBoost scores pairs of its internal features (float features, one-hot features, CTRs:
+    ``Featurizer.interaction_features``): per tree and pair of depths of an oblivious tree, per
+    tree and pair of internal features of a non-symmetric one (``internal_pair_scores``). The
+    scores are summed per pair of internal features, the pair ordered by the features' first
+    appearance in the model's splits; each internal pair's score is then shared over the
     pairs of their credited columns, ``score / (|R1| |R2|)`` each, a column with itself dropped
     (but counted in the total). CatBoost's loop swaps its outer column into the smaller of the
     two whenever the inner one is smaller, and keeps it swapped for the rest of the inner loop;
@@ -221,29 +223,51 @@ def _categorical_interaction(ens: ObliviousEnsemble, output_reduction: str) -> A
     per-tree scores (not differentiable in the leaf values, unlike the numeric path).
     """
     internal_of, credited = ens.featurizer.interaction_features()
-    internal = np.asarray(internal_of)[np.asarray(ens.split_features)]  # [T, D]
-    mask = np.asarray(ens.split_mask)
-    score = np.asarray(jax.jit(_pair_scores, static_argnums=1)(ens, output_reduction), np.float64)
-    order = internal[mask]  # every split in the model's order: trees, then depths
-    rank = np.full(len(credited), len(credited))
-    rank[order[::-1]] = np.arange(len(order))[::-1]  # first appearance
-    t, a, b = np.nonzero((score > 0) & (internal[:, :, None] != internal[:, None, :]))
-    i, j = internal[t, a], internal[t, b]
-    i, j = np.where(rank[i] <= rank[j], i, j), np.where(rank[i] <= rank[j], j, i)
     n_internal = len(credited)
+    if isinstance(ens, TreeEnsemble):
+        i, j, score, order = internal_pair_scores(ens, internal_of, n_internal, output_reduction=output_reduction)
+    else:
+        internal = np.asarray(internal_of)[np.asarray(ens.split_features)]  # [T, D]
+        mask = np.asarray(ens.split_mask)
+        scores = np.asarray(jax.jit(_pair_scores, static_argnums=1)(ens, output_reduction), np.float64)
+        t, a, b = np.nonzero(np.triu(np.ones(scores.shape[1:], bool), 1)[None]
+                             & (internal[:, :, None] != internal[:, None, :]))
+        i, j, score = internal[t, a], internal[t, b], scores[t, a, b]
+        order = internal[mask]  # every split in the model's order: trees, then depths
+    return _credited_pairs(credited, i, j, score, order, ens.n_features)
+
+
+def _credited_pairs(credited: tuple[tuple[int, ...], ...], first: np.ndarray, second: np.ndarray,
+                    score: np.ndarray, order: np.ndarray, n_features: int) -> Array:
+    """``f32[F, F]`` CatBoost's Interaction from the scores of pairs of internal features.
+
+    Args:
+        credited: the columns each internal feature is credited to.
+        first, second: ``i[n]`` the internal features of each score (different features).
+        score: ``f64[n]`` non-negative scores; their total is CatBoost's 100.
+        order: the internal feature of every split in the model's order (first appearances
+            orient each pair, as CatBoost's ``GetFeatureToIdxMap``).
+        n_features: F.
+    """
+    n_internal = len(credited)
+    rank = np.full(n_internal, n_internal)
+    rank[order[::-1]] = np.arange(len(order))[::-1]  # first appearance
+    keep = score > 0
+    i, j = first[keep], second[keep]
+    i, j = np.where(rank[i] <= rank[j], i, j), np.where(rank[i] <= rank[j], j, i)
     keys, inverse = np.unique(i * n_internal + j, return_inverse=True)
-    sums = np.bincount(inverse, weights=score[t, a, b], minlength=len(keys))
-    total = score[np.triu(np.ones(score.shape[1:], bool), 1)[None] & (internal[:, :, None] != internal[:, None, :])].sum()
-    pairs = np.zeros((ens.n_features, ens.n_features))
-    for key, value in zip(keys.tolist(), sums.tolist()):
-        first, second = credited[key // n_internal], credited[key % n_internal]
-        for f in first:
-            for g in second:
+    sums = np.bincount(inverse.reshape(-1), weights=score[keep], minlength=len(keys))
+    total = score.sum()
+    pairs = np.zeros((n_features, n_features))
+    for key, value in zip(keys.tolist(), sums.tolist()):  # the distinct internal pairs, CatBoost's loop
+        first_columns, second_columns = credited[key // n_internal], credited[key % n_internal]
+        for f in first_columns:
+            for g in second_columns:
                 if f == g:
                     continue
                 if g < f:
                     f, g = g, f  # CatBoost's swap, which outlives the inner iteration
-                pairs[f, g] += value / (len(first) * len(second))
+                pairs[f, g] += value / (len(first_columns) * len(second_columns))
     pairs = 100.0 * pairs / total if total > 0 else pairs
     return jnp.asarray(pairs + pairs.T, jnp.float32)
 
@@ -270,11 +294,18 @@ def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str 
     therefore "abs" (the sum of per-output magnitudes) for ``loss_function == "MultiClass"`` and
     "sum", CatBoost's numbers, for every other loss; both agree when K == 1.
 
-    A ``TreeEnsemble`` (non-symmetric trees, numeric features) gets CatBoost's walk over its
-    trees (``jaximp._tree_interaction``): each pair of nested splits on different features
-    scores the signed sum of the leaf values below, summed per tree and feature pair before the
-    absolute value; the numbers are those of the model reloaded from its JSON export (a freshly
-    trained model's differ in CatBoost, see that module).
+    A ``TreeEnsemble`` (non-symmetric trees) gets CatBoost's walk over its trees
+    (``jaximp._tree_interaction``): each pair of nested splits on different features scores the
+    signed sum of the leaf values below, summed per tree and feature pair before the absolute
+    value; the numbers are those of the model reloaded from its JSON export (a freshly trained
+    model's differ in CatBoost, see that module).
+
+    With categorical features (either kind of ensemble), CatBoost scores pairs of its internal
+    features (float features, each categorical feature's one-hot values together, CTRs), then
+    credits each pair to the pairs of input columns those features are built from: a one-hot
+    feature is credited to no column and a column paired with itself is dropped, but both stay
+    in the total, so the upper triangle sums to 100 or less (see ``_categorical_interaction``).
+    That result is computed on the host and is not differentiable.
 
     Args:
         ens: the model.
@@ -282,11 +313,12 @@ def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str 
 
     Returns:
         ``f32[F, F]``, symmetric, non-negative, zero diagonal; the upper triangle sums to 100
-        (all zeros when no tree has two splits on different features).
+        (at most 100 with categorical features; all zeros when no tree has two splits on
+        different features).
 
     Raises:
         TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
-        ValueError: an unknown ``output_reduction``; a ``TreeEnsemble`` with categorical features.
+        ValueError: an unknown ``output_reduction``.
 
     Example:
         >>> m = jaximp.interaction(ens)  # doctest: +SKIP
@@ -304,13 +336,10 @@ def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str 
     if ens.n_features**2 >= 2**31:
         raise ValueError(f"{fn_name}: the model's features must number under 46341 for a pairwise "
                          f"[F, F] result indexed in int32; got {ens.n_features}")
-    if isinstance(ens, TreeEnsemble):
-        if ens.featurizer is not None:
-            raise ValueError(f"{fn_name}: a TreeEnsemble with categorical features is not supported yet "
-                             "(numeric non-symmetric models are)")
-        return tree_interaction(ens, output_reduction=output_reduction)
     if ens.featurizer is not None:
         return _categorical_interaction(ens, output_reduction)
+    if isinstance(ens, TreeEnsemble):
+        return tree_interaction(ens, output_reduction=output_reduction)
     return _interaction_kernel(ens, output_reduction=output_reduction)
 
 

@@ -82,9 +82,10 @@ def loss_function_change(
     yet", the same definition is computed with CatBoost's MultiRMSE metric. CatBoost uses only a
     subset of the rows above ``max(2e5, 2e9 / F)`` rows; jaximp always uses all of them.
 
-    A ``TreeEnsemble`` (non-symmetric trees, numeric features) gets the same definition with its
-    own path-dependent SHAP values (``jaximp._tree_loss``), CatBoost's numbers on the model
-    reloaded from its JSON export (CatBoost's reference for such trees).
+    A ``TreeEnsemble`` (non-symmetric trees) gets the same definition with its own
+    path-dependent SHAP values (``jaximp._tree_loss``), per player and shared among columns as
+    above when it has categorical features: CatBoost's numbers on the model reloaded from its
+    JSON export (CatBoost's reference for such trees).
 
     Args:
         ens: the model.
@@ -106,9 +107,6 @@ def loss_function_change(
     """
     fn = "loss_function_change"
     tree = isinstance(ens, TreeEnsemble)
-    if tree and ens.featurizer is not None:
-        raise ValueError(f"{fn}: a TreeEnsemble with categorical features is not supported yet "
-                         "(numeric non-symmetric models are)")
     if not tree:
         check_ensemble(ens, fn)
     loss = model_loss(ens, fn)
@@ -119,11 +117,11 @@ def loss_function_change(
     if tree:
         base, change = tree_loss_changes(ens, x, targets, loss, batch_size=batch_size, devices=devices,
                                          fn_name=fn)
-        return np.asarray(metric_change(loss, weights, base, change), np.float32)
-    tables = shap_tables(ens, "path_dependent", x=x, fn_name=fn, batch_size=batch_size, devices=devices)
-    base, change = map_rows(_loss_change_kernel, (ens, tables), (x, targets), batch_size=batch_size,
-                            devices=devices, fn_name=fn, loss=loss)
-    result = metric_change(loss, weights, base, change)
+    else:
+        tables = shap_tables(ens, "path_dependent", x=x, fn_name=fn, batch_size=batch_size, devices=devices)
+        base, change = map_rows(_loss_change_kernel, (ens, tables), (x, targets), batch_size=batch_size,
+                                devices=devices, fn_name=fn, loss=loss)
+    result = metric_change(loss, weights, base, change)  # [P]
     return np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32)
 
 

@@ -176,9 +176,8 @@ def _shares(sets: tuple[tuple[int, ...], ...], n_columns: int) -> np.ndarray:
 def _representatives(ens: ObliviousEnsemble) -> list[int]:
     """The first evaluated feature of each player in CatBoost's order (float features that have
     borders, one-hot values, CTRs: the evaluated features' own order)."""
-    borders = np.asarray(ens.borders)
-    unused = [e < len(ens.featurizer.float_columns) and not np.isfinite(borders[e, 0])
-              for e in range(len(ens.player_of))]  # float features without borders: not in the model
+    float_borders = ens.featurizer.float_borders  # float features without borders: not in the model
+    unused = [e < len(float_borders) and not len(float_borders[e]) for e in range(len(ens.player_of))]
     first: dict[int, int] = {}
     for e, p in sorted(enumerate(ens.player_of), key=lambda item: unused[item[0]]):
         first.setdefault(p, e)

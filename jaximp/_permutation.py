@@ -50,6 +50,7 @@ from jaximp._metrics import (
 )
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 from jaximp._permutation_groups import check_groups, evaluated_groups, refeaturized_predictions
+from jaximp._tree_leaves import _predict_kernel as _tree_predict_kernel
 from jaximp._tree_model import TreeEnsemble
 from jaximp._tree_permutation import tree_permuted_predictions
 
@@ -471,9 +472,11 @@ def permutation_importance(
     Memory: the permuted predictions of all rows, ``R * G * N * K`` floats, are assembled on the
     host and scored on the default device (so that scores do not depend on the batching).
 
-    A ``TreeEnsemble`` (non-symmetric trees, numeric features) takes the same arguments, draws
-    the same permutations for the same ``random_state`` and is scored by the same program; its
-    permuted rows are gathered on the device and predicted whole (``jaximp._tree_permutation``).
+    A ``TreeEnsemble`` (non-symmetric trees) takes the same arguments, draws the same
+    permutations for the same ``random_state`` and is scored by the same program; its permuted
+    rows are gathered on the device and predicted whole (``jaximp._tree_permutation``). With
+    categorical features, both kinds permute the raw column: every one-hot value and CTR that
+    reads it moves with it (``jaximp._permutation_groups``).
 
     Returns:
         ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
@@ -489,9 +492,6 @@ def permutation_importance(
     """
     fn = "permutation_importance"
     tree = isinstance(ens, TreeEnsemble)
-    if tree and ens.featurizer is not None:
-        raise ValueError(f"{fn}: a TreeEnsemble with categorical features is not supported yet "
-                         "(numeric non-symmetric models are)")
     if not tree:
         check_ensemble(ens, fn)
     raw_columns = as_raw_columns(X, ens, fn) if ens.featurizer is not None else None
@@ -519,9 +519,10 @@ def permutation_importance(
     else:
         raw, permuted = _oblivious_predictions(ens, x, groups, take, source, batch_size=batch_size,
                                                devices=devices, fn_name=fn)
+    predict_kernel = _tree_predict_kernel if tree else _predict_kernel
     for g in straddled:  # groups that a CTR over a combination straddles: featurize again
         def predict_rows(rows):
-            return map_rows(_predict_kernel, ens, np.asarray(rows), batch_size=batch_size, devices=devices,
+            return map_rows(predict_kernel, ens, np.asarray(rows), batch_size=batch_size, devices=devices,
                             fn_name=fn)
         for r in range(repeats):
             new = refeaturized_predictions(ens, raw_columns, column_groups[g], take[r], source[r], predict_rows)

@@ -22,6 +22,14 @@ the same walk then drops that leaf's last edge and gives its sibling sign -1 eve
 that is why CatBoost's Interaction of such a model changes after a JSON round trip (issue 10).
 The JSON-reloaded model, which predicts the same and is CatBoost's reference for these trees, is
 the one reproduced here (checked against CatBoost 1.2.10).
+
+With categorical features the walk's "feature" is CatBoost's internal feature
+(``GetFeatureToIdxMap``: a float feature, a categorical feature's one-hot values together, a
+CTR), so :func:`internal_pair_scores` keys the same terms on internal features and returns the
+per-tree scores; ``jaximp._importance`` credits them to columns as for oblivious models. The
+internal features' order of first appearance, which orients the pairs there, is that of the
+nodes (trees, then each tree's nodes as stored), CatBoost's order for the JSON-reloaded model
+(checked on CTRs over several columns, where the orientation matters).
 """
 
 from __future__ import annotations
@@ -46,7 +54,8 @@ class PairTerms(NamedTuple):
         node: ``i32[n]`` its lower internal node ``b``.
         sign: ``f32[n]`` ``s_a(b)``: +1 when ``b`` is below its ancestor's right edge, else -1.
         key: ``i32[n]`` its (tree, feature pair) key, ``0..U-1``.
-        pair: ``i32[U]`` each key's feature pair ``f * E + g`` (``f < g``, evaluated features).
+        pair: ``i32[U]`` each key's feature pair ``f * E + g`` (``f < g``, evaluated features;
+            with ``node_keys``, the given features and their number in place of E).
     """
 
     tree: np.ndarray
@@ -56,14 +65,20 @@ class PairTerms(NamedTuple):
     pair: np.ndarray
 
 
-def pair_terms(ens: TreeEnsemble) -> PairTerms:
+def pair_terms(ens: TreeEnsemble, node_keys: np.ndarray | None = None, n_keys: int | None = None) -> PairTerms:
     """The :class:`PairTerms` of ``ens``: every (internal node, ancestor) whose features differ.
 
     Reads the trees' structure only (on the host), so it is computed once per model and the
     scores stay differentiable in ``ens.leaf_values``.
+
+    Args:
+        ens: the model.
+        node_keys: ``i[T, M]`` the feature each node counts as, ``0..n_keys-1`` (CatBoost's
+            internal feature of a categorical model's split); None: ``ens.node_features``.
+        n_keys: the number of such features; None: E.
     """
     node_parent, node_side, _, _ = (np.asarray(a) for a in parents(ens))  # [T, M]
-    features = np.asarray(ens.node_features)
+    features = np.asarray(ens.node_features if node_keys is None else node_keys)
     t, m = features.shape
     rows = np.arange(t)[:, None]
     ancestor, side = node_parent, node_side  # the 0-th ancestor: the parent, reached by side
@@ -81,7 +96,7 @@ def pair_terms(ens: TreeEnsemble) -> PairTerms:
     keep = fa != fb
     tree, node, sign = tree[keep], node[keep], sign[keep]
     lo, hi = np.minimum(fa, fb)[keep].astype(np.int64), np.maximum(fa, fb)[keep].astype(np.int64)
-    e = ens.n_evaluated
+    e = ens.n_evaluated if n_keys is None else n_keys
     keys, key = np.unique((tree * e + lo) * e + hi, return_inverse=True)
     return PairTerms(tree.astype(np.int32), node.astype(np.int32), sign.astype(np.float32),
                      key.reshape(-1).astype(np.int32), (keys % (e * e)).astype(np.int32))
@@ -105,22 +120,31 @@ def _safe_div(num: Array, den: Array) -> Array:
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
 
 
+def _key_scores(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
+    """``f32[U]`` each (tree, feature pair) key's score: ``|sum_k delta_t(f, g)_k|`` ("sum") or
+    ``sum_k |delta_t(f, g)_k|`` ("abs")."""
+    contrib = terms.sign[:, None] * child_sum_difference(ens)[terms.tree, terms.node]  # [n, K]
+    per_key = jax.ops.segment_sum(contrib, terms.key, terms.pair.shape[0])  # [U, K]: delta_t(f, g)
+    if output_reduction == "sum":
+        return jnp.abs(jnp.sum(per_key, axis=-1))
+    return jnp.sum(jnp.abs(per_key), axis=-1)
+
+
+_key_scores_kernel = jax.jit(_key_scores, static_argnames=("output_reduction",))
+
+
 @functools.partial(jax.jit, static_argnames=("output_reduction",))
 def _interaction_kernel(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
-    n_keys, e = terms.pair.shape[0], ens.n_evaluated
-    contrib = terms.sign[:, None] * child_sum_difference(ens)[terms.tree, terms.node]  # [n, K]
-    per_key = jax.ops.segment_sum(contrib, terms.key, n_keys)  # [U, K]: delta_t(f, g) per output
-    if output_reduction == "sum":
-        score = jnp.abs(jnp.sum(per_key, axis=-1))
-    else:
-        score = jnp.sum(jnp.abs(per_key), axis=-1)
+    e = ens.n_evaluated
+    score = _key_scores(ens, terms, output_reduction=output_reduction)
     pairs = jax.ops.segment_sum(score, terms.pair, e * e).reshape(e, e)  # upper triangle
     matrix = to_features(ens, to_features(ens, pairs + pairs.T, axis=0), axis=1)
     return 100.0 * _safe_div(matrix, jnp.sum(pairs))
 
 
 def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
-    """CatBoost's ``Interaction`` of a numeric non-symmetric ensemble (see the module docstring).
+    """CatBoost's ``Interaction`` of a numeric non-symmetric ensemble (see the module docstring;
+    categorical models go through :func:`internal_pair_scores`).
 
     Args:
         ens: the model (numeric features only).
@@ -137,3 +161,32 @@ def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
     """
     terms = PairTerms(*(jnp.asarray(a) for a in pair_terms(ens)))
     return _interaction_kernel(ens, terms, output_reduction=output_reduction)
+
+
+def internal_pair_scores(ens: TreeEnsemble, internal_of: tuple[int, ...], n_internal: int, *,
+                         output_reduction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CatBoost's per-tree pair scores of a categorical model, keyed on its internal features.
+
+    CatBoost's walk keys a node on its internal feature (a float feature, a categorical feature's
+    one-hot values all together, a CTR: ``Featurizer.interaction_features``), so two nested
+    splits on one-hot values of one column are no pair, and a tree's pair of internal features
+    enters as one absolute value.
+
+    Args:
+        ens: the model (with a featurizer).
+        internal_of: ``[E]`` the internal feature of each evaluated feature.
+        n_internal: the number of internal features.
+        output_reduction: ``"sum"`` or ``"abs"`` (see :func:`tree_interaction`).
+
+    Returns:
+        ``(first i64[U], second i64[U], score f64[U], order i64[S])``: each (tree, internal pair)
+        key's features (``first < second``) and score, and the internal feature of every real
+        node in the model's order (trees, then nodes), whose first appearances order the pairs
+        (CatBoost's ``GetFeatureToIdxMap``).
+    """
+    internal = np.asarray(internal_of, np.int64)[np.asarray(ens.node_features)]  # [T, M]
+    terms = pair_terms(ens, internal, n_internal)
+    score = _key_scores_kernel(ens, PairTerms(*(jnp.asarray(a) for a in terms)), output_reduction=output_reduction)
+    pair = terms.pair.astype(np.int64)
+    order = internal[np.isfinite(np.asarray(ens.node_borders))]  # padded nodes have border +inf
+    return pair // n_internal, pair % n_internal, np.asarray(score, np.float64), order

@@ -28,7 +28,7 @@ from jaximp._tree_shap import _shap_kernel, tree_shap_plan
 
 def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss: ModelLoss,
                         kind: str, step_rows: int) -> tuple[Array, Array]:
-    """Per row: the loss ``f32[n]`` and its change without each feature ``f32[n, F]``.
+    """Per row: the loss ``f32[n]`` and its change without each player ``f32[n, P]``.
 
     Args:
         params: ``(ens, plan)``, the model and its path-dependent SHAP plan.
@@ -41,11 +41,9 @@ def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int,
     ens, plan = params
     x, y = rows
     raw = _predict_kernel(ens, x, block=block)  # [n, K]
-    phi = _shap_kernel((ens, plan), x, block=block, kind=kind, step_rows=step_rows)  # [n, F, K]
+    phi = _shap_kernel((ens, plan), x, block=block, kind=kind, step_rows=step_rows, per_player=True)  # [n, P, K]
     change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
     return loss.row_loss(y, raw), change
-
-
 
 
 def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: ModelLoss, *,
@@ -53,8 +51,8 @@ def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: Mode
     """Per-row loss and loss changes of checked rows, for ``jaximp.loss_function_change``.
 
     Args:
-        ens: the model (numeric features).
-        x: ``f32[N, E]`` checked rows.
+        ens: the model.
+        x: ``f32[N, E]`` checked rows (bins of the evaluated features with a featurizer).
         targets: ``[N]`` (or ``[N, K]``) targets as ``jaximp._metrics.as_targets`` gives them.
         loss: the model's loss.
         batch_size: rows per device step; None picks one.
@@ -62,8 +60,9 @@ def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: Mode
         fn_name: the public function, for messages.
 
     Returns:
-        ``(f32[N] row loss, f32[N, F] change of the row's loss without each feature's SHAP
-        value)``, NumPy for host rows.
+        ``(f32[N] row loss, f32[N, P] change of the row's loss without each player's SHAP
+        value)``, NumPy for host rows (P == F for numeric models; ``jaximp._loss_change`` maps
+        players to columns as CatBoost does).
 
     Raises:
         ValueError: the model file carries no leaf weights (see the module docstring).

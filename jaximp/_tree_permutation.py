@@ -78,9 +78,11 @@ def tree_permuted_predictions(ens: TreeEnsemble, x: Any, groups: list[np.ndarray
     """Predictions of rows with each group's columns taken from other rows.
 
     Args:
-        ens: the model (numeric features).
-        x: ``f32[N, E]`` checked rows.
-        groups: G arrays of evaluated feature indices, permuted together.
+        ens: the model.
+        x: ``f32[N, E]`` checked rows (``u8`` bins of the evaluated features with a featurizer).
+        groups: G arrays of evaluated feature indices, permuted together (with a featurizer, the
+            evaluated features that read only the group's columns:
+            ``jaximp._permutation_groups.evaluated_groups``).
         own: ``i[M]`` the rows scored.
         source: ``i[M, R]`` per scored row and repeat, the row its group values come from.
         batch_size: rows per device step; None picks one.

@@ -480,9 +480,11 @@ def _scatter_pairs(values: Array, features: Array, n_segments: int) -> Array:
 KINDS = ("path", "table", "pairs", "deep_path", "deep_pairs", "deep_interventional")
 
 
-def _shap_kernel(params: tuple, x: Array, *, block: int, kind: str, step_rows: int) -> Array:
+def _shap_kernel(params: tuple, x: Array, *, block: int, kind: str, step_rows: int,
+                 per_player: bool = False) -> Array:
     """Per-row SHAP (interaction) values ``f32[n, F(, F), K]`` of ``params = (ens, plan)``, or
-    ``(ens, plan, background blocks)`` for ``kind="deep_interventional"``."""
+    ``(ens, plan, background blocks)`` for ``kind="deep_interventional"`` (``f32[n, P, K]`` per
+    player with ``per_player``, for SHAP values: what LossFunctionChange removes)."""
     ens, plan, *background = params
     e = ens.n_players
     pairs = kind in ("pairs", "deep_pairs")
@@ -502,7 +504,9 @@ def _shap_kernel(params: tuple, x: Array, *, block: int, kind: str, step_rows: i
         shape = (e, e) if pairs else (e,)
         acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), jnp.float32)
         acc, _ = jax.lax.scan(step, acc, plan)
-        out = jnp.moveaxis(acc, -1, 0)  # [b, E(, E), K]
+        out = jnp.moveaxis(acc, -1, 0)  # [b, P(, P), K]
+        if per_player:
+            return out
         out = to_features(ens, out, axis=1)
         return to_features(ens, out, axis=2) if pairs else out
 
