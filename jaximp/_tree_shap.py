@@ -312,23 +312,23 @@ def _deep_path_phi(chunk: Plan, xt: Array, n_evaluated: int, pairs: bool) -> Arr
     """``f32[E(, E), K, b]`` path-dependent SHAP (interaction) values of a chunk of trees for rows
     ``xt f32[E, b]``, by quadrature of each leaf's path polynomial."""
     paths = chunk.paths
-    player = paths.player[..., None]
-    z = paths.z[..., None]
-    slope = jnp.where(player, slot_taken(chunk, _decisions(chunk, xt)) - z, 0.0)  # o_j - z_j
-    single = pair = 0.0
-    for t, w in zip(*_quadrature(min(paths.z.shape[-1], n_evaluated))):  # degree < players
-        f = jnp.where(player, z + slope * t, 1.0)  # [c, L, D, b]
-        others = _leave_one_out(f)
-        single = single + w * others
-        if pairs:  # prod_{k != i, j} f_k = others_i / f_j; f_j = 0 only where slope_j = 0
-            inverse = jnp.where(f != 0, 1.0 / jnp.where(f != 0, f, 1.0), 0.0)
-            pair = pair + w * others[:, :, :, None] * inverse[:, :, None]  # [c, L, D, D, b]
-    phi = slope * single  # [c, L, D, b]
+    player = paths.player[..., None, None]
+    z = paths.z[..., None, None]
+    taken = slot_taken(chunk, _decisions(chunk, xt))[:, :, :, None]  # [c, L, D, 1, b]
+    slope = jnp.where(player, taken - z, 0.0)  # o_j - z_j
+    t, w = (jnp.asarray(a) for a in _quadrature(min(paths.z.shape[-1], n_evaluated)))  # degree < players
+    f = jnp.where(player, z + slope * t[:, None], 1.0)  # [c, L, D, Q, b]
+    others = _leave_one_out(f)
+    phi = slope[:, :, :, 0] * jnp.einsum("cldqb,q->cldb", others, w)  # [c, L, D, b]
     if not pairs:
         out = phi[:, :, :, None, :] * chunk.values[:, :, None, :, None]  # [c, L, D, K, b]
         return _scatter(out, paths.feature, n_evaluated)
+    # prod_{k != i, j} f_k = others_i / f_j; f_j = 0 only where slope_j = 0
+    inverse = jnp.where(f != 0, 1.0 / jnp.where(f != 0, f, 1.0), 0.0)
+    pair = jnp.einsum("cliqb,cljqb,q->clijb", others, inverse, w)  # [c, L, D, D, b]
     d = paths.z.shape[-1]
     off = ~jnp.eye(d, dtype=bool)[:, :, None]
+    slope = slope[:, :, :, 0]
     pair = jnp.where(off, 0.5 * slope[:, :, :, None] * slope[:, :, None] * pair, 0.0)
     both = jnp.where(off, pair, (phi - jnp.sum(pair, axis=3))[:, :, :, None])  # main effect on the diagonal
     out = both[:, :, :, :, None, :] * chunk.values[:, :, None, None, :, None]  # [c, L, D, D, K, b]
