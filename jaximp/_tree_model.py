@@ -221,3 +221,47 @@ def node_covers(ens: TreeEnsemble, leaf_weights: Array | None = None) -> Array:
     flat = (nodes + ens.n_nodes * jnp.arange(t, dtype=jnp.int32)[:, None, None]).reshape(-1)
     contrib = jnp.where(mask, weights[:, :, None], 0.0).reshape(-1)
     return jax.ops.segment_sum(contrib, flat, t * ens.n_nodes).reshape(t, ens.n_nodes)
+
+
+def from_oblivious(ens: Any) -> TreeEnsemble:
+    """An ``ObliviousEnsemble`` as the equivalent :class:`TreeEnsemble` (same predictions, leaf
+    weights, features and players), for what only general trees compute: SHAP of oblivious trees
+    deeper than their per-leaf tables allow (CatBoost trains depth up to 16). Each tree becomes
+    ``2**D - 1`` internal nodes and ``2**D`` leaves, so the cost grows as ``2**D``, as CatBoost's.
+
+    A padded depth of a shallower tree becomes a split that no row takes to the right (border
+    ``+inf``, zero weight on the right): a null player of every game, so every SHAP value is
+    unchanged.
+    """
+    t, d = (int(n) for n in ens.split_features.shape)
+    if ens.n_searched not in (None, 0):
+        raise ValueError("from_oblivious: the model's rows must hold every evaluated feature raw or binned")
+    featurized = ens.featurizer is not None
+    mask = np.asarray(ens.split_mask)
+    borders = np.asarray(ens.split_bins if featurized else ens.split_borders, np.float32)
+    borders = np.where(mask, borders, np.inf)
+    features = np.asarray(ens.split_features, np.int32)
+    nan_right = np.asarray([mode == "Max" for mode in ens.nan_modes])[features] & mask & (not featurized)
+    # internal node i of level k (root: k = 0) is node 2**k - 1 + i and splits as the oblivious
+    # tree's depth D - 1 - k (CatBoost's root is its last depth); a leaf's depth-first number,
+    # its decisions from the root down as bits from the most significant, is then CatBoost's
+    # oblivious leaf index (bit d: the decision at depth d)
+    level = np.repeat(np.arange(d), 2 ** np.arange(d))  # [M]
+    first = 2**level - 1
+    index = np.arange(2**d - 1) - first
+    left = np.where(level < d - 1, 2 * first + 1 + 2 * index, ~(2 * index))
+    right = np.where(level < d - 1, left + 1, ~(2 * index + 1))
+    depth = d - 1 - level
+    return TreeEnsemble(
+        roots=jnp.zeros(t, jnp.int32),
+        node_features=jnp.asarray(features[:, depth]),
+        node_borders=jnp.asarray(borders[:, depth]),
+        node_nan_right=jnp.asarray(nan_right[:, depth]),
+        node_children=jnp.asarray(np.broadcast_to(np.stack([left, right], -1), (t, 2**d - 1, 2)).astype(np.int32)),
+        leaf_values=ens.leaf_values,
+        leaf_weights=ens.leaf_weights,
+        scale=ens.scale, bias=ens.bias, depth=d, n_features=ens.n_features,
+        feature_names=ens.feature_names, nan_modes=ens.nan_modes, loss_function=ens.loss_function,
+        class_names=ens.class_names, leaf_weights_known=ens.leaf_weights_known, featurizer=ens.featurizer,
+        players=ens.players, player_of=ens.player_of, reads=ens.reads,
+        n_searched=0 if featurized else None)
