@@ -178,6 +178,7 @@ def get_feature_importance(
                              "CatBoost's LossFunctionChange over query groups, which jaximp does not "
                              "compute; use type='PredictionValuesChange'")
     _check_combinations(kind, data, calc, model_output, reference_data, interaction_indices)
+    _check_counted_weights(ens, kind, data, reference_data)
     pool, data = data, _readable(model, ens, data)
     reference_data = _readable(model, ens, reference_data)
 
@@ -279,6 +280,20 @@ def _check_combinations(kind: str, data: Any, calc: str, model_output: str, refe
             raise ValueError(f"{_FN}: model_output must be 'Raw' unless type='ShapValues' with "
                              "reference_data (CatBoost then returns raw values anyway); "
                              f"got {model_output!r}")
+
+
+def _check_counted_weights(ens: Any, kind: str, data: Any, reference_data: Any) -> None:
+    """A non-symmetric model file without leaf weights: CatBoost counts them on ``data`` with the
+    Pool's row weights (``CollectLeavesStatistics``), which jaximp's SHAP does not take yet."""
+    counted = kind in ("ShapValues", "ShapInteractionValues", "LossFunctionChange") and reference_data is None
+    if not (counted and isinstance(ens, TreeEnsemble) and not ens.leaf_weights_known and _is_pool(data)):
+        return
+    weight = np.asarray(data.get_weight(), np.float32)
+    if weight.size and not np.all(weight == 1.0):
+        raise ValueError(f"{_FN}: data must have unit row weights for type={kind!r} of a non-symmetric "
+                         "model without leaf weights: CatBoost then counts the leaf weights on data "
+                         "weighted by the Pool's weights, which jaximp does not reproduce yet; got a "
+                         "weighted Pool")
 
 
 def _is_pool(data: Any) -> bool:
