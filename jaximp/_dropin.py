@@ -25,8 +25,9 @@ import numpy as np
 from jaximp._catboost import from_catboost
 from jaximp._importance import interaction, prediction_values_change
 from jaximp._inputs import evaluated_from_leaves
-from jaximp._leaves import leaf_indices, predict
+from jaximp._leaves import predict
 from jaximp._loss_change import loss_function_change
+from jaximp._prediction_diff import prediction_diff
 from jaximp._shap import expected_value, shap_interaction_values, shap_values
 from jaximp._tree_catboost import evaluated_from_pool
 from jaximp._tree_model import TreeEnsemble
@@ -101,7 +102,7 @@ def get_feature_importance(
     * ``"PredictionDiff"``: ``f64[F]`` for exactly 2 rows: per feature, CatBoost's largest
       one-feature move of each row's prediction towards the other's (moving the feature's
       bin and adding the single-split leaf changes), the two summed and made absolute. Numeric
-      oblivious models with one output only, as in CatBoost.
+      models with one output only, as in CatBoost (oblivious and non-symmetric trees).
     * ``"SageValues"``: not supported (ValueError): CatBoost's is a Monte Carlo estimate drawn
       from its internal random generator, so its numbers cannot be reproduced.
 
@@ -112,8 +113,8 @@ def get_feature_importance(
     ShapInteractionValues, with the layouts above and the numbers of the model reloaded from
     its JSON export (CatBoost's own reference for such trees: a freshly trained model's
     LossFunctionChange, Interaction and SHAP values change after that round trip in CatBoost).
-    CatBoost refuses "Exact" SHAP for them, and so does jaximp; PredictionDiff, which CatBoost
-    computes for them, is not reproduced yet (ValueError).
+    CatBoost refuses "Exact" SHAP for them, and so does jaximp. PredictionDiff too, with the
+    quirks of CatBoost's walk of such trees reproduced (``jaximp._prediction_diff``).
 
     ``prettified=True`` returns CatBoost's pandas objects: for PredictionValuesChange,
     LossFunctionChange and PredictionDiff a DataFrame with columns ``"Feature Id"``,
@@ -178,6 +179,7 @@ def get_feature_importance(
                              "CatBoost's LossFunctionChange over query groups, which jaximp does not "
                              "compute; use type='PredictionValuesChange'")
     _check_combinations(kind, data, calc, model_output, reference_data, interaction_indices)
+    _check_counted_weights(ens, kind, data, reference_data)
     pool, data = data, _readable(model, ens, data)
     reference_data = _readable(model, ens, reference_data)
 
@@ -279,6 +281,20 @@ def _check_combinations(kind: str, data: Any, calc: str, model_output: str, refe
             raise ValueError(f"{_FN}: model_output must be 'Raw' unless type='ShapValues' with "
                              "reference_data (CatBoost then returns raw values anyway); "
                              f"got {model_output!r}")
+
+
+def _check_counted_weights(ens: Any, kind: str, data: Any, reference_data: Any) -> None:
+    """A non-symmetric model file without leaf weights: CatBoost counts them on ``data`` with the
+    Pool's row weights (``CollectLeavesStatistics``), which jaximp's SHAP does not take yet."""
+    counted = kind in ("ShapValues", "ShapInteractionValues", "LossFunctionChange") and reference_data is None
+    if not (counted and isinstance(ens, TreeEnsemble) and not ens.leaf_weights_known and _is_pool(data)):
+        return
+    weight = np.asarray(data.get_weight(), np.float32)
+    if weight.size and not np.all(weight == 1.0):
+        raise ValueError(f"{_FN}: data must have unit row weights for type={kind!r} of a non-symmetric "
+                         "model without leaf weights: CatBoost then counts the leaf weights on data "
+                         "weighted by the Pool's weights, which jaximp does not reproduce yet; got a "
+                         "weighted Pool")
 
 
 def _is_pool(data: Any) -> bool:
@@ -572,59 +588,25 @@ def _shap_interactions(ens: Any, data: Any, interaction_indices: Any) -> np.ndar
 
 
 def _prediction_diff(ens: Any, data: Any) -> np.ndarray:
-    """``f64[F]`` CatBoost's PredictionDiff of 2 rows (``GetPredictionDiff``, compare_documents.cpp).
-
-    Per row: every single-split flip of its leaf in every tree adds ``v(flipped) - v(leaf)``
-    (unscaled leaf values) to the split's feature at the bin the flip moves the row to; running
-    sums over the feature's bins away from the row's own bin give the prediction change of moving
-    the feature there (single flips added, as CatBoost does); the row's impact is the largest such
-    change that moves it towards the other row (down if its prediction is >= the other's, else
-    up). The result is ``|impact_0 + impact_1|``. Reads the ensemble's split tables, so it is
-    defined for numeric oblivious ensembles only, where CatBoost defines it.
-    """
+    """``f64[F]`` CatBoost's PredictionDiff of 2 rows (``jaximp._prediction_diff``), with
+    CatBoost's refusals (``GetPredictionDiff``, compare_documents.cpp): one output, numeric
+    features, exactly 2 rows."""
     from jaximp._inputs import as_features
     from jaximp._model import ObliviousEnsemble
-    from jaximp._tree_model import TreeEnsemble
 
-    if isinstance(ens, TreeEnsemble):
-        raise ValueError(f"{_FN}: type='PredictionDiff' of a non-symmetric model (Depthwise, Lossguide) "
-                         "is not computed by jaximp yet")
-    if not isinstance(ens, ObliviousEnsemble) or ens.featurizer is not None or ens.n_outputs != 1:
-        raise ValueError(f"{_FN}: type='PredictionDiff' needs a numeric oblivious model with one output "
-                         "(CatBoost refuses the others too)")
+    if not isinstance(ens, (ObliviousEnsemble, TreeEnsemble)):
+        raise ValueError(f"{_FN}: type='PredictionDiff' needs a CatBoost model; got a "
+                         f"{type(ens).__name__}")
+    if ens.n_outputs != 1:
+        raise ValueError(f"{_FN}: type='PredictionDiff' needs a model with one output; got "
+                         f"{ens.n_outputs} outputs (CatBoost refuses MultiClass and multi-target "
+                         "models too: 'Is not supported for multiclass')")
+    if ens.featurizer is not None:
+        raise ValueError(f"{_FN}: type='PredictionDiff' needs a model without categorical features "
+                         "(CatBoost refuses them too: 'Models with categorical features are not "
+                         "supported')")
     x = np.asarray(as_features(data, ens, _FN, arg="data"), np.float32)
     if x.shape[0] != 2:
         raise ValueError(f"{_FN}: data must have exactly 2 rows for type='PredictionDiff' (a pair of "
                          f"documents to compare); got {x.shape[0]} rows")
-    leaves = np.asarray(leaf_indices(ens, x), np.int64)  # [2, T]
-    raw = np.asarray(predict(ens, x), np.float64).reshape(2)
-    values = np.asarray(ens.leaf_values, np.float64)[..., 0]  # [T, L], unscaled as in CatBoost
-    features = np.asarray(ens.split_features)
-    bins = np.asarray(ens.split_bins, np.int64)
-    mask = np.asarray(ens.split_mask)
-    borders = np.asarray(ens.borders)
-    n_borders = np.isfinite(borders).sum(axis=1)
-    trees = np.arange(values.shape[0])
-    impact = []
-    for doc in range(2):
-        table = np.zeros((ens.n_features, borders.shape[1] + 1))  # [F, bin]
-        leaf = leaves[doc]
-        for d in range(features.shape[1]):
-            flipped = leaf ^ (1 << d)
-            diff = values[trees, flipped] - values[trees, leaf]
-            keep = mask[:, d] & (np.abs(diff) >= 1e-12)
-            target = bins[:, d] + ((flipped >> d) & 1)
-            np.add.at(table, (features[keep, d], target[keep]), diff[keep])
-        own = (x[doc][:, None] > borders).sum(axis=1)  # the row's bin of each feature
-        increase = raw[doc] - raw[doc ^ 1] >= 0  # CatBoost 1.2.10: equal predictions "increase"
-        best = np.zeros(ens.n_features)
-        for f in range(ens.n_features):
-            down = table[f, own[f] - 1 :: -1] if own[f] > 0 else table[f, :0]  # to bins own-1 .. 0
-            up = table[f, own[f] + 1 : n_borders[f] + 1]  # to bins own+1 .. last
-            for steps in (down, up):
-                moved = np.cumsum(steps)
-                wanted = moved < 0 if increase else moved > 0
-                if np.any(wanted):
-                    best[f] = max(best[f], float(np.abs(moved[wanted]).max()))
-        impact.append(best)
-    return np.abs(impact[0] + impact[1])
+    return prediction_diff(ens, x)

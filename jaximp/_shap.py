@@ -405,8 +405,9 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
     fn_name = "shap_importance"
     if isinstance(ens, TreeEnsemble):
         background = None if background is None else as_features(background, ens, fn_name, "background")
-        plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices, fn_name=fn_name)
-        return tree_shap_values_from_plan(ens, as_features(X, ens, fn_name), plan, batch_size=batch_size,
+        x = as_features(X, ens, fn_name)
+        plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices, fn_name=fn_name, x=x)
+        return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size,
                                           devices=devices, reduce=True, fn_name=fn_name, progress=progress)
     _check_model(ens, fn_name)
     _check_method(method, background, fn_name)

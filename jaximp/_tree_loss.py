@@ -5,10 +5,9 @@ model's metric with each row's prediction minus its path-dependent SHAP value of
 minus the metric of the predictions. Per row this needs the raw prediction and the SHAP values;
 both come from one row kernel over blocks: the prediction by the trees' descent
 (``jaximp._tree_leaves``) and the SHAP values from per-leaf path tables built once
-(``jaximp._tree_shap.tree_shap_plan``). A model file without leaf weights is refused, as by
-``jaximp.shap_values`` for these trees: CatBoost then counts leaf weights on the data set, but
-its SHAP values of such a non-symmetric model do not match the path-dependent values with leaf
-weights counted on the same rows (measured with CatBoost 1.2.10), so jaximp gives no number.
+(``jaximp._tree_shap.tree_shap_plan``). For a model file without leaf weights the SHAP values
+use the leaf counts of the rows themselves, as CatBoost's (``CollectLeavesStatistics`` on the
+data set; leaves no row reaches drop out, see ``jaximp._tree_shap.covered``).
 """
 
 from __future__ import annotations
@@ -63,13 +62,8 @@ def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: Mode
         ``(f32[N] row loss, f32[N, P] change of the row's loss without each player's SHAP
         value)``, NumPy for host rows (P == F for numeric models; ``jaximp._loss_change`` maps
         players to columns as CatBoost does).
-
-    Raises:
-        ValueError: the model file carries no leaf weights (see the module docstring).
     """
-    if not ens.leaf_weights_known:
-        raise ValueError(f"{fn_name}: the model file carries no leaf weights, which the SHAP values of "
-                         "non-symmetric trees need; use a model exported with its leaf weights")
-    plan, kind, step_rows = tree_shap_plan(ens, "path_dependent", fn_name=fn_name)
+    plan, kind, step_rows = tree_shap_plan(ens, "path_dependent", fn_name=fn_name, x=x,
+                                           batch_size=batch_size, devices=devices)
     return map_rows(_loss_change_kernel, (ens, plan), (x, targets), batch_size=batch_size,
                     devices=devices, fn_name=fn_name, loss=loss, kind=kind, step_rows=step_rows)

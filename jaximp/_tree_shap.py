@@ -47,6 +47,7 @@ the leaves; :class:`Edges`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, NamedTuple
@@ -60,7 +61,7 @@ from jaximp._batching import map_blocks, map_rows, mean_abs_rows, row_blocks, su
 from jaximp._model import squeeze_outputs
 from jaximp._shap_tables import interaction_weights, shapley_weights
 from jaximp._tree_importance import subtree_sums
-from jaximp._tree_leaves import leaf_outputs, leaves_of, node_decisions
+from jaximp._tree_leaves import leaf_outputs, leaves_of, node_decisions, tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, parents, to_features
 
 METHODS = ("path_dependent", "approximate", "interventional")
@@ -555,11 +556,40 @@ def _check(ens: Any, method: Any, background: Any, fn_name: str) -> None:
                          f"got method={method!r} and background={'None' if background is None else 'rows'}")
 
 
-def _training_weights(ens: TreeEnsemble, fn_name: str) -> Array:
-    if not ens.leaf_weights_known:
-        raise ValueError(f"{fn_name}: the model file carries no leaf weights, which path-dependent "
-                         "SHAP needs")
-    return ens.leaf_weights
+def _training_weights(ens: TreeEnsemble, fn_name: str, x: Any = None, *, batch_size: int | None = None,
+                      devices: Any = None) -> Array:
+    """``f32[T, L]`` the leaf weights of the path-dependent methods: the model's training leaf
+    weights or, for a model file that carries none, the leaf counts of the checked rows ``x``
+    being explained, as CatBoost counts them then (``InitLeafWeights`` ->
+    ``CollectLeavesStatistics``, catboost/libs/fstr/shap_prepared_trees.cpp, util.cpp).
+
+    Raises:
+        ValueError: the model carries no leaf weights and no rows are given.
+    """
+    if ens.leaf_weights_known:
+        return ens.leaf_weights
+    if x is None:
+        raise ValueError(f"{fn_name}: the model file carries no leaf weights, which CatBoost then counts "
+                         "on the rows being explained; pass those rows (jaximp.shap_values(ens, X)) or "
+                         "use a model exported with its leaf weights")
+    return tree_leaf_histogram(ens, x, np.ones(x.shape[0], np.float32), batch_size=batch_size,
+                               devices=devices, fn_name=fn_name)
+
+
+def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
+    """``ens`` with ``leaf_weights = weights f32[T, L]`` and the values of the leaves of
+    negligible weight set to 0.
+
+    CatBoost's path-dependent recursion over non-symmetric trees
+    (``CalcNonObliviousInternalShapValuesForLeafRecursive``, catboost/libs/fstr/shap_values.cpp)
+    never enters a child whose subtree weight is ``FuzzyEquals(1 + w, 1)``, hot or cold, so such
+    leaves take no part in SHAP values or interactions. Trained weights rarely have them (and
+    their leaves are 0 then); weights counted on explained rows often do. Zeroing their values
+    drops exactly those leaves from the per-leaf tables, whose terms are linear in the value.
+    """
+    negligible = jnp.abs(weights) <= 1e-13 * jnp.minimum(jnp.abs(1.0 + weights), 1.0)
+    values = jnp.where(negligible[..., None], 0.0, ens.leaf_values).astype(ens.leaf_values.dtype)
+    return dataclasses.replace(ens, leaf_weights=jnp.asarray(weights, jnp.float32), leaf_values=values)
 
 
 @functools.partial(jax.jit, static_argnames=("chunk", "tables"))
@@ -613,19 +643,21 @@ def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
 
 def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = None, *,
                    batch_size: int | None = None, devices: Any = None,
-                   fn_name: str = "shap_values") -> tuple[Plan, str, int]:
+                   fn_name: str = "shap_values", x: Any = None) -> tuple[Plan, str, int]:
     """Per-leaf tables of ``ens`` for ``method``, computed once: ``(plan, kind, rows per step)``.
 
-    ``background``: checked rows ``f32[B, E]`` for ``method="interventional"``.
+    ``background``: checked rows ``f32[B, E]`` for ``method="interventional"``. ``x``: the
+    checked rows to be explained, whose leaf counts are the weights of a model file that carries
+    none (see :func:`_training_weights`).
     """
     _check(ens, method, background, fn_name)
-    if method == "approximate":
-        return None, "saabas", 0
+    if method == "approximate":  # the plan is the leaf weights of the Saabas means
+        return _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices), "saabas", 0
     if method == "path_dependent":
         kind = "path" if ens.depth <= MAX_TABLE_DEPTH else "deep_path"
         rows, chunk = _step(ens, kind)
-        weights = _training_weights(ens, fn_name)
-        return _path_plan(ens, weights, chunk=chunk, tables=kind == "path"), kind, rows
+        weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
+        return _path_plan(covered(ens, weights), weights, chunk=chunk, tables=kind == "path"), kind, rows
     background = np.asarray(background, np.float32)
     if ens.depth > MAX_PAIR_DEPTH:
         rows, chunk = _step(ens, "deep_interventional")
@@ -690,7 +722,7 @@ def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent
     Example:
         >>> tree_shap_values(ens, x)  # doctest: +SKIP
     """
-    plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices)
+    plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices, x=x)
     return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size, devices=devices, progress=progress)
 
 
@@ -698,7 +730,7 @@ def _row_kernel(ens: TreeEnsemble, plan: tuple) -> tuple[Any, Any, dict]:
     """``(kernel, params, static)`` computing a plan's per-row values ``[n, F(, F), K]``."""
     plan, kind, rows = plan
     if kind == "saabas":
-        return _saabas_kernel, ens, {}
+        return _saabas_kernel, dataclasses.replace(ens, leaf_weights=plan), {}
     params = (ens,) + plan if kind == "deep_interventional" else (ens, plan)
     return _shap_kernel, params, dict(kind=kind, step_rows=rows)
 
@@ -720,11 +752,12 @@ def tree_shap_values_from_plan(ens: TreeEnsemble, x: Any, plan: tuple, *, batch_
 
 
 def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", background: Any = None,
-                        batch_size: int | None = None, devices: Any = None) -> Array:
+                        batch_size: int | None = None, devices: Any = None, x: Any = None) -> Array:
     """The expected raw prediction: ``f32[]`` when K == 1, else ``f32[K]``.
 
-    The training-weighted mean (``path_dependent``, ``approximate``) or the mean prediction over
-    the background rows ``f32[B, E]`` (``interventional``), in raw score space.
+    The training-weighted mean (``path_dependent``, ``approximate``; for a model file without
+    leaf weights, the mean over the leaf counts of the explained rows ``x``) or the mean
+    prediction over the background rows ``f32[B, E]`` (``interventional``), in raw score space.
     """
     _check(ens, method, background, "expected_value")
     if method == "interventional":
@@ -733,7 +766,7 @@ def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", ba
         mean = np.asarray(tree_predict(ens, np.asarray(background, np.float32), batch_size=batch_size,
                                        devices=devices), np.float64).mean(0)
         return squeeze_outputs(jnp.asarray(np.atleast_1d(mean), jnp.float32), ens.n_outputs)
-    weights = _training_weights(ens, "expected_value")
+    weights = _training_weights(ens, "expected_value", x, batch_size=batch_size, devices=devices)
     total = jnp.sum(weights, axis=1, keepdims=True)
     mean = jnp.einsum("tl,tlk->k", _safe_div(weights, total, 0.0), ens.leaf_values)
     return squeeze_outputs(ens.scale * mean + ens.bias, ens.n_outputs)
@@ -750,12 +783,12 @@ def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int |
         rows, ``f32[F, F(, K)]``.
     """
     check_tree_ensemble(ens, fn_name)
-    weights = _training_weights(ens, fn_name)
+    weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
     kind = "pairs" if ens.depth <= MAX_PAIR_DEPTH else "deep_pairs"
     rows, chunk = _step(ens, kind)
     if kind == "pairs":
-        plan = _interaction_plan(ens, weights, chunk=chunk)
+        plan = _interaction_plan(covered(ens, weights), weights, chunk=chunk)
     else:
-        plan = _path_plan(ens, weights, chunk=chunk, tables=False)
+        plan = _path_plan(covered(ens, weights), weights, chunk=chunk, tables=False)
     return tree_shap_values_from_plan(ens, x, (plan, kind, rows), batch_size=batch_size,
                                       devices=devices, reduce=reduce, fn_name=fn_name, progress=progress)
