@@ -46,6 +46,7 @@ _DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; leftover rows go in sma
 _ACCELERATOR_BATCH = 1 << 18
 _STEP_MEMORY_FRACTION = 16  # a default step's output takes at most 1/16 of the device's memory
 _PROGRESS_DELAY = 2.0  # seconds before a call's progress bar appears
+_MIN_STEP = 64  # rows of the smallest step (calls of fewer rows than a block)
 
 
 def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
@@ -196,7 +197,9 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
 
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
     not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
-    stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled.
+    stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled. A call
+    of fewer rows than one block takes a power of two of rows (at least ``_MIN_STEP``), so that
+    explaining a handful of rows does not pay for a block of padding.
     With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
     a progress bar.
     """
@@ -214,6 +217,8 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
         while start < n:
             blocks_needed = -(-(n - start) // (block * len(devs)))
             step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
+            if n < block * len(devs):  # a small call: a power of two of rows, not a whole block
+                step = min(step, max(_MIN_STEP, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
             yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
             if bar is not None:
                 bar.update(min(step, n - start))

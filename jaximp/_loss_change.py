@@ -33,7 +33,7 @@ from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import leaf_prediction, map_leaves
 from jaximp._metrics import ModelLoss, as_targets, model_loss
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
-from jaximp._shap import shap_tables, values_block, values_from_leaves
+from jaximp._shap import general, shap_tables, values_block, values_from_leaves
 from jaximp._tree_loss import tree_loss_changes
 from jaximp._tree_model import TreeEnsemble
 
@@ -106,9 +106,10 @@ def loss_function_change(
         >>> jaximp.loss_function_change(ens, X_valid, y_valid)  # doctest: +SKIP
     """
     fn = "loss_function_change"
-    tree = isinstance(ens, TreeEnsemble)
-    if not tree:
+    if not isinstance(ens, TreeEnsemble):
         check_ensemble(ens, fn)
+    ens = general(ens, fn_name=fn)  # an oblivious model deeper than its SHAP tables: as general trees
+    tree = isinstance(ens, TreeEnsemble)
     loss = model_loss(ens, fn)
     x = as_features(X, ens, fn)
     n = x.shape[0]

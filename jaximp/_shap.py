@@ -48,7 +48,7 @@ from jaximp._batching import map_rows, mean_abs_rows
 from jaximp._inputs import as_features, as_raw_columns, display_values
 from jaximp._leaves import leaf_histogram, map_leaves
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs, to_columns
-from jaximp._tree_model import TreeEnsemble
+from jaximp._tree_model import TreeEnsemble, from_oblivious
 from jaximp._tree_shap import (
     tree_expected_value,
     tree_shap_interaction_values,
@@ -92,6 +92,18 @@ def _check_model(ens: Any, fn_name: str) -> None:
             f"{fn_name}: ens.depth must be at most {_shap_tables.MAX_DEPTH} for per-leaf SHAP "
             f"tables (their cost grows as 4**depth); got {ens.depth}"
         )
+
+
+def general(ens: Any, method: Any = "path_dependent", fn_name: str = "shap_values") -> Any:
+    """An oblivious model deeper than its SHAP tables allow as the equivalent ``TreeEnsemble``
+    (``jaximp._tree_model.from_oblivious``: CatBoost's numbers, at a cost growing as ``2**D``);
+    any other model unchanged."""
+    if not isinstance(ens, ObliviousEnsemble) or ens.depth <= _shap_tables.MAX_DEPTH:
+        return ens
+    if method == "exact":
+        raise ValueError(f"{fn_name}: method='exact' needs ens.depth <= {_shap_tables.MAX_DEPTH} (its tables "
+                         f"grow as 4**depth); got {ens.depth}: use 'path_dependent' or 'interventional'")
+    return from_oblivious(ens)
 
 
 def _check_method(method: Any, background: Any, fn_name: str) -> None:
@@ -271,6 +283,7 @@ class Explainer:
 
     def __init__(self, ens: ObliviousEnsemble | TreeEnsemble, background: Any = None,
                  method: str = "path_dependent"):
+        ens = general(ens, method, "Explainer")
         self.ens = ens
         self.method = method
         if isinstance(ens, TreeEnsemble):
@@ -361,6 +374,7 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
         >>> phi = jaximp.shap_values(ens, X, method="interventional",
         ...                          background=X_train[:1000])              # doctest: +SKIP
     """
+    ens = general(ens, method)
     if isinstance(ens, TreeEnsemble):
         background = None if background is None else as_features(background, ens, "shap_values", "background")
         return tree_shap_values(ens, as_features(X, ens, "shap_values"), method=method, background=background,
@@ -403,6 +417,7 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
         >>> jaximp.shap_importance(ens, X)  # doctest: +SKIP
     """
     fn_name = "shap_importance"
+    ens = general(ens, method, fn_name)
     if isinstance(ens, TreeEnsemble):
         background = None if background is None else as_features(background, ens, fn_name, "background")
         x = as_features(X, ens, fn_name)
@@ -428,6 +443,7 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
     Raises:
         TypeError, ValueError: a bad model, method or background.
     """
+    ens = general(ens, method, "expected_value")
     if isinstance(ens, TreeEnsemble):
         background = None if background is None else as_features(background, ens, "expected_value", "background")
         return tree_expected_value(ens, method=method, background=background)
@@ -496,6 +512,7 @@ def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *
 def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
                   reduce: bool = False, progress: bool = True) -> Any:
     """Interaction values ``[N, F, F(, K)]``, or with ``reduce`` their mean |.| ``[F, F(, K)]``."""
+    ens = general(ens, fn_name=fn_name)
     if isinstance(ens, TreeEnsemble):
         return tree_shap_interaction_values(ens, as_features(X, ens, fn_name), batch_size=batch_size,
                                             devices=devices, reduce=reduce, fn_name=fn_name, progress=progress)

@@ -380,6 +380,42 @@ def test_deep_trees_against_catboost(case):
         assert_close(jaximp.loss_function_change(ens, x, y), lfc, rtol=1e-4)
 
 
+@pytest.mark.parametrize("kind, categorical", [("regression", False), ("binary", True)])
+def test_deep_oblivious_models_against_catboost(kind, categorical):
+    """A symmetric model deeper than the oblivious SHAP tables (depth 13; CatBoost allows 16) is
+    explained as the equivalent general trees: CatBoost's ShapValues, expected value,
+    ShapInteractionValues and LossFunctionChange, categorical columns included."""
+    import pandas as pd
+
+    import jaximp
+    from jaximp._tree_model import from_oblivious
+
+    X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
+    if categorical:
+        frame["c"] = np.random.default_rng(0).choice(["a", "b", "c", "d"], size=len(frame))
+    model = catboost.CatBoost(dict(loss_function=_LOSS[kind], depth=13, iterations=3, random_seed=0, verbose=0,
+                                   thread_count=1, allow_writing_files=False, one_hot_max_size=2))
+    model.fit(frame, y, cat_features=["c"] if categorical else None)
+    ens = jaximp.from_catboost(model)
+    assert isinstance(ens, jaximp.ObliviousEnsemble) and ens.depth == 13
+    x = frame.iloc[:12]
+    np.testing.assert_array_equal(jaximp.leaf_indices(from_oblivious(ens), x), model.calc_leaf_indexes(x))
+    want = model.get_feature_importance(catboost.Pool(x, cat_features=["c"] if categorical else None),
+                                        type="ShapValues")
+    assert_close(jaximp.shap_values(ens, x), want[:, :-1])
+    assert_close(np.reshape(jaximp.expected_value(ens), -1), want[:1, -1])
+    pairs = model.get_feature_importance(catboost.Pool(x[:4], cat_features=["c"] if categorical else None),
+                                         type="ShapInteractionValues")
+    assert_close(jaximp.shap_interaction_values(ens, x[:4]), pairs[:, :-1, :-1])
+    target = y[:12] if kind == "regression" else y[:12].astype(float)
+    lfc = model.get_feature_importance(catboost.Pool(x, target, cat_features=["c"] if categorical else None),
+                                       type="LossFunctionChange")
+    assert_close(jaximp.loss_function_change(ens, x, target), lfc, rtol=1e-4)
+    with pytest.raises(ValueError, match="method='exact' needs ens.depth <= 12"):
+        jaximp.shap_values(ens, x, method="exact")
+
+
 def test_bad_arguments():
     model_json, _, X = trained(*GRID[0])
     ens = tree_ensemble_from_json(model_json)
