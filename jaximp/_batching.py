@@ -132,12 +132,16 @@ def row_blocks(a: Array, block: int) -> Array:
 def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
     """``row_fn`` over the leading axis of ``rows`` in blocks of ``block`` rows (``lax.map``).
 
-    ``row_fn`` takes and returns arrays with a leading block axis. When the row count is a
-    multiple of ``block`` (always, under :func:`map_rows`), every block runs the same program.
+    ``row_fn`` takes and returns arrays with a leading block axis. Every block runs the same
+    program: fewer rows than a block are zero-padded to one (so a row's result never depends on
+    how many rows came with it), and a row count that is not a multiple of ``block`` (never
+    under :func:`map_rows`, whose steps hold whole blocks or, below one block, at least
+    ``block``-padded ones) ends in a smaller block.
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     if n < block:
-        return row_fn(rows)
+        padded = jax.tree_util.tree_map(lambda a: jnp.pad(a, [(0, block - n)] + [(0, 0)] * (a.ndim - 1)), rows)
+        return jax.tree_util.tree_map(lambda a: a[:n], row_fn(padded))
     n_blocks, rest = divmod(n, block)
     head = jax.tree_util.tree_map(lambda a: a[: n_blocks * block].reshape(n_blocks, block, *a.shape[1:]), rows)
     out = jax.lax.map(row_fn, head)
@@ -192,14 +196,16 @@ def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0
     return tqdm(total=total, unit="rows", unit_scale=True, desc=desc, delay=delay, leave=False)
 
 
-def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0, progress=True):
+def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0, progress=True,
+           per_block=False):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
     not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
     stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled. A call
-    of fewer rows than one block takes a power of two of rows (at least ``_MIN_STEP``), so that
-    explaining a handful of rows does not pay for a block of padding.
+    of fewer rows than one block takes a power of two of rows (at least ``_MIN_STEP``; not for
+    kernels that reduce, or output one value per block: ``per_block``), so that explaining a handful of rows does not pay for a block of
+    padding in kernels whose inner steps are smaller than a block.
     With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
     a progress bar.
     """
@@ -217,7 +223,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
         while start < n:
             blocks_needed = -(-(n - start) // (block * len(devs)))
             step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
-            if n < block * len(devs):  # a small call: a power of two of rows, not a whole block
+            if n < block * len(devs) and not (reduce or per_block):  # a small call: a power of two of rows
                 step = min(step, max(_MIN_STEP, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
             yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
             if bar is not None:
@@ -381,7 +387,7 @@ def mean_abs_rows(
     static = dict(inner=kernel, inner_static=tuple(sorted(static.items())))
     total = None
     for out in _steps(_abs_sum_kernel, params, (rows, weight), batch_size, devices, fn_name, static,
-                      reduce=False, row_floats=row_floats, progress=progress):
+                      reduce=False, row_floats=row_floats, progress=progress, per_block=True):
         if _is_traced(out):
             return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0) / n, out)
         parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
