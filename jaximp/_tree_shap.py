@@ -61,7 +61,7 @@ from jaximp._batching import map_blocks, map_rows, mean_abs_rows, row_blocks, su
 from jaximp._model import squeeze_outputs
 from jaximp._shap_tables import interaction_weights, shapley_weights
 from jaximp._tree_importance import subtree_sums
-from jaximp._tree_leaves import leaf_outputs, leaves_of, node_decisions, tree_leaf_histogram
+from jaximp._tree_leaves import leaves_of, tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, parents, to_features
 
 METHODS = ("path_dependent", "approximate", "interventional")

@@ -7,7 +7,9 @@ whole grid trains in seconds on 2 cores.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import tempfile
 
 # Two host devices, so that sharding over devices is tested on a CPU-only machine. Set before
 # JAX initialises its backends; the default device (and so every default computation) is cpu:0.
@@ -22,6 +24,23 @@ import jaximp
 from jaximp._model import ObliviousEnsemble
 
 KINDS = ("regression", "binary", "multiclass", "multiregression")
+
+
+def json_reloaded(model, json_hook=None):
+    """``(json dict, CatBoost model reloaded from that JSON export)``; ``json_hook`` may edit the
+    dict first. The reloaded model is the reference for non-symmetric trees (catboost issue 2136)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.json")
+        model.save_model(path, format="json")
+        with open(path) as f:
+            model_json = json.load(f)
+        if json_hook is not None:
+            json_hook(model_json)
+            with open(path, "w") as f:
+                json.dump(model_json, f)
+        reloaded = catboost.CatBoost()
+        reloaded.load_model(path, format="json")
+    return model_json, reloaded
 
 
 def make_data(kind: str, n: int = 400, n_features: int = 6, seed: int = 0, nan_fraction: float = 0.0):

@@ -17,15 +17,12 @@ magnitude ~1 agree to 1e-6 relative, so ``rtol=1e-5, atol=1e-5 * max(1, |expecte
 from __future__ import annotations
 
 import functools
-import json
-import os
-import tempfile
 
 import catboost
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_data
+from conftest import json_reloaded, make_data
 
 import jaximp
 from jaximp import get_feature_importance
@@ -39,18 +36,6 @@ GRID = [  # (kind, loss, grow_policy, max_leaves, nan_mode)
 ]
 
 
-def _reloaded(model):
-    """``(json dict, CatBoost model reloaded from it)``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.json")
-        model.save_model(path, format="json")
-        with open(path) as f:
-            model_json = json.load(f)
-        reloaded = catboost.CatBoost()
-        reloaded.load_model(path, format="json")
-    return model_json, reloaded
-
-
 @functools.lru_cache(maxsize=None)
 def trained(kind, loss, grow_policy, max_leaves, nan_mode):
     """``(ens, CatBoost model reloaded from JSON, X)``: X has 5% NaN."""
@@ -59,7 +44,7 @@ def trained(kind, loss, grow_policy, max_leaves, nan_mode):
                   random_seed=0, verbose=0, thread_count=1, allow_writing_files=False)
     if max_leaves:
         params["max_leaves"] = max_leaves
-    model_json, reloaded = _reloaded(catboost.CatBoost(params).fit(X, y))
+    model_json, reloaded = json_reloaded(catboost.CatBoost(params).fit(X, y))
     return tree_ensemble_from_json(model_json), reloaded, X
 
 
@@ -118,7 +103,7 @@ def test_stumps():
     X, y = make_data("regression", n=100, n_features=4)
     model = catboost.CatBoost(dict(loss_function="RMSE", depth=3, iterations=3, grow_policy="Lossguide",
                                    max_leaves=2, verbose=0, random_seed=0, allow_writing_files=False)).fit(X, y)
-    model_json, reloaded = _reloaded(model)
+    model_json, reloaded = json_reloaded(model)
     ens = tree_ensemble_from_json(model_json)
     for rows in (X[[0, 0]], X[[0, 1]]):
         assert_close(get_feature_importance(ens, rows, type="PredictionDiff"),
@@ -133,7 +118,7 @@ def test_refused_like_catboost(kind, loss, match):
     X, y = make_data(kind, n=200, n_features=5)
     model = catboost.CatBoost(dict(loss_function=loss, depth=4, iterations=4, grow_policy="Depthwise",
                                    verbose=0, allow_writing_files=False)).fit(X, y)
-    _, reloaded = _reloaded(model)
+    _, reloaded = json_reloaded(model)
     with pytest.raises(catboost.CatBoostError, match="Is not supported for multiclass"):
         reloaded.get_feature_importance(type="PredictionDiff", data=catboost.Pool(X[:2]))
     with pytest.raises(ValueError, match=match):

@@ -16,15 +16,13 @@ import functools
 import itertools
 import json
 import math
-import os
-import tempfile
 
 import catboost
 import jax
 import numpy as np
 import pytest
 import shap
-from conftest import make_data
+from conftest import json_reloaded, make_data
 
 from jaximp._tree_catboost import tree_ensemble_from_json
 from jaximp._tree_importance import tree_prediction_values_change
@@ -61,14 +59,7 @@ def trained(kind, grow_policy, depth, max_leaves, nan_mode, iterations=12, n_fea
                   allow_writing_files=False)
     if max_leaves:
         params["max_leaves"] = max_leaves
-    model = catboost.CatBoost(params).fit(X, y)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.json")
-        model.save_model(path, format="json")
-        with open(path) as f:
-            model_json = json.load(f)
-        reloaded = catboost.CatBoost()
-        reloaded.load_model(path, format="json")
+    model_json, reloaded = json_reloaded(catboost.CatBoost(params).fit(X, y))
     return model_json, reloaded, X
 
 
@@ -287,8 +278,9 @@ def brute_force(model_json, x, background=None):
     return out * scale
 
 
-@pytest.mark.parametrize("grow_policy, interventional", list(itertools.product(["Depthwise", "Lossguide"], [False, True])))
-def test_brute_force(grow_policy, interventional):
+def check_brute_force(grow_policy, interventional):
+    """SHAP values of a tiny model (3 trees of depth 3, 4 features) against :func:`brute_force`;
+    ``(ens, rows, values)``."""
     case = ("multiclass" if interventional else "regression", grow_policy, 3, 6 if grow_policy == "Lossguide" else None, "Max")
     model_json, _, X = trained(*case, iterations=3, n_features=4)
     ens = tree_ensemble_from_json(model_json)
@@ -298,6 +290,12 @@ def test_brute_force(grow_policy, interventional):
     method = "interventional" if interventional else "path_dependent"
     got = tree_shap_values(ens, x, method=method, background=background)
     assert_close(np.reshape(got, expected.shape), expected)
+    return ens, x, got
+
+
+@pytest.mark.parametrize("grow_policy, interventional", list(itertools.product(["Depthwise", "Lossguide"], [False, True])))
+def test_brute_force(grow_policy, interventional):
+    check_brute_force(grow_policy, interventional)
 
 
 @pytest.mark.parametrize("case", [GRID[0], GRID[2], GRID[4]])
@@ -337,15 +335,7 @@ def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, int
 
     if not bits:
         monkeypatch.setattr(tree_shap, "_BIT_DEPTH", 0)
-    case = ("multiclass" if interventional else "regression", grow_policy, 3, 6 if grow_policy == "Lossguide" else None, "Max")
-    model_json, _, X = trained(*case, iterations=3, n_features=4)
-    ens = tree_ensemble_from_json(model_json)
-    x = rows(X, 10)
-    background = X[200:215] if interventional else None
-    expected = brute_force(model_json, x, background)
-    method = "interventional" if interventional else "path_dependent"
-    got = tree_shap_values(ens, x, method=method, background=background)
-    assert_close(np.reshape(got, expected.shape), expected)
+    ens, x, got = check_brute_force(grow_policy, interventional)
     if not interventional:  # interactions: rows sum to the values, against the tables' interactions
         pairs = np.reshape(tree_shap_interaction_values(ens, x), (len(x), 4, 4, -1))
         assert_close(pairs.sum(2), np.reshape(got, pairs.shape[:2] + pairs.shape[3:]))

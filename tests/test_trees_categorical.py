@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
-import os
-import tempfile
 
 import catboost
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import json_reloaded
 from test_categorical import CAT, assert_close, catboost_shap, explained, make_frame, make_target, pool
 
 import jaximp
@@ -56,13 +54,7 @@ def trained(name: str):
                   grow_policy=grow_policy)
     params.update(options)
     model = catboost.CatBoost(params).fit(frame, y)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.json")
-        model.save_model(path, format="json")
-        with open(path) as f:
-            model_json = json.load(f)
-        reloaded = catboost.CatBoost()
-        reloaded.load_model(path, format="json")
+    model_json, reloaded = json_reloaded(model)
     return model, reloaded, model_json, jaximp.from_catboost(model), frame, y
 
 

@@ -30,11 +30,11 @@ import functools
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import json_reloaded
 from test_categorical import ZOO as OBLIVIOUS_ZOO
 from test_categorical import assert_close, explained, pool
 from test_categorical import trained as oblivious_trained
 from test_trees_categorical import ZOO, raw, trained
-from test_trees_importance import _reloaded
 
 import jaximp
 from jaximp._permutation import _row_draws, as_key
@@ -66,7 +66,7 @@ def combinations(name: str):
     def hook(model_json):
         model_json["trees"] = [unrolled(tree, 1) for tree in model_json.pop("oblivious_trees")]
 
-    model_json, reloaded = _reloaded(model, hook)
+    model_json, reloaded = json_reloaded(model, hook)
     return model, reloaded, tree_ensemble_from_json(model_json)
 
 

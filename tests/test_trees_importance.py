@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import tempfile
 
 import catboost
 import jax
 import numpy as np
 import pytest
-from conftest import make_data
+from conftest import json_reloaded, make_data
 from sklearn.inspection import permutation_importance as sklearn_permutation_importance
 
 import jaximp
@@ -44,22 +42,6 @@ GRID = [  # (kind, grow_policy, depth, max_leaves, nan_mode)
 ]
 
 
-def _reloaded(model, json_hook=None):
-    """``(json dict, CatBoost model reloaded from it)``; ``json_hook`` may edit the dict first."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.json")
-        model.save_model(path, format="json")
-        with open(path) as f:
-            model_json = json.load(f)
-        if json_hook is not None:
-            json_hook(model_json)
-            with open(path, "w") as f:
-                json.dump(model_json, f)
-        reloaded = catboost.CatBoost()
-        reloaded.load_model(path, format="json")
-    return model_json, reloaded
-
-
 @functools.lru_cache(maxsize=None)
 def trained(kind, grow_policy, depth, max_leaves, nan_mode):
     """``(ens, CatBoost model reloaded from JSON, X with NaN, y, weights, json dict)``."""
@@ -70,7 +52,7 @@ def trained(kind, grow_policy, depth, max_leaves, nan_mode):
     if max_leaves:
         params["max_leaves"] = max_leaves
     model = catboost.CatBoost(params).fit(X, y)
-    model_json, reloaded = _reloaded(model)
+    model_json, reloaded = json_reloaded(model)
     w = np.random.default_rng(1).uniform(0.2, 3.0, size=len(X))
     return tree_ensemble_from_json(model_json), reloaded, X, y, w, model_json
 
@@ -252,7 +234,7 @@ def test_dropin_takes_non_symmetric_models():
     X, y = make_data("regression", n=300, nan_fraction=0.05)
     trained_model = catboost.CatBoostRegressor(iterations=8, depth=5, grow_policy="Depthwise", random_seed=0,
                                                verbose=0, thread_count=1, allow_writing_files=False).fit(X, y)
-    _, model = _reloaded(trained_model)
+    _, model = json_reloaded(trained_model)
     pool = catboost.Pool(X, y)
     for kind in ("LossFunctionChange", "PredictionValuesChange"):
         np.testing.assert_allclose(jaximp.get_feature_importance(trained_model, pool, type=kind),
