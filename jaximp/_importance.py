@@ -26,12 +26,12 @@ from jax import Array
 from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
-from jaximp._tree_importance import tree_prediction_values_change
+from jaximp._tree_importance import tree_prediction_values_change, tree_split_importance
 from jaximp._tree_interaction import internal_pair_scores, tree_interaction
 from jaximp._tree_leaves import tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble
 
-SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover")
+SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover", "impurity")
 OUTPUT_REDUCTIONS = ("sum", "abs")
 
 
@@ -387,7 +387,7 @@ def _split_kernel(ens: ObliviousEnsemble, *, type: str) -> Array:
     return total if type.startswith("total_") else _safe_div(total, weight)
 
 
-def split_importance(ens: ObliviousEnsemble, type: str) -> Array:
+def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
     """Split statistics per feature: XGBoost's ``get_score`` and LightGBM's ``feature_importance``.
 
     An oblivious tree is read as the binary tree it unrolls to, with CatBoost's orientation (the
@@ -413,26 +413,41 @@ def split_importance(ens: ObliviousEnsemble, type: str) -> Array:
     nodes of one depth partition the tree's rows, so each depth adds the tree's total training
     weight), "cover" (= total_cover / weight). A feature never split on gets 0.
 
+    A ``TreeEnsemble`` counts its own nodes; the gains and covers its library stored (XGBoost's
+    ``get_score``: loss change and hessian sum per split, pooled over every class's trees;
+    LightGBM's ``feature_importance``: "split" counts, "total_gain" its "gain"), else CatBoost's
+    as above. "impurity" is scikit-learn's ``feature_importances_`` (mean decrease in impurity,
+    each tree's decreases over its root's weighted samples; forests normalise each tree, average
+    and normalise again; boosting and single trees average and normalise once), for scikit-learn
+    models only.
+
     Args:
         ens: the model.
-        type: one of "weight", "split", "gain", "total_gain", "cover", "total_cover".
+        type: one of "weight", "split", "gain", "total_gain", "cover", "total_cover", "impurity".
 
     Returns:
-        ``f32[F]``, not normalised.
+        ``f32[F]``; not normalised, except "impurity" (sums to 1, or all 0 without a split).
 
     Raises:
-        TypeError: ``ens`` is not an ``ObliviousEnsemble``.
-        ValueError: an unknown ``type``.
+        TypeError: ``ens`` is not an ensemble.
+        ValueError: an unknown ``type``, "impurity" for a model not from scikit-learn, or gains
+            and covers of a model without leaf weights.
 
     Example:
         >>> jaximp.split_importance(ens, "total_gain")  # doctest: +SKIP
     """
     fn_name = "split_importance"
-    check_ensemble(ens, fn_name)
+    if not isinstance(ens, TreeEnsemble):
+        check_ensemble(ens, fn_name)
     if not isinstance(type, str) or type not in SPLIT_IMPORTANCE_TYPES:
         raise ValueError(
             f"{fn_name}: type must be one of {', '.join(repr(t) for t in SPLIT_IMPORTANCE_TYPES)}; got {type!r}"
         )
+    if isinstance(ens, TreeEnsemble):
+        return tree_split_importance(ens, type)
+    if type == "impurity":
+        raise ValueError(f"{fn_name}: type 'impurity' (scikit-learn's feature_importances_) is defined "
+                         "for scikit-learn models only; use 'gain' or 'total_gain'")
     if type not in ("weight", "split"):
         _check_weights_known(ens, fn_name)
     return _split_kernel(ens, type=type)

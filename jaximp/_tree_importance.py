@@ -13,11 +13,13 @@ subtree's cover and weighted value sum (segment sums over the leaves' paths).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import Array
 
-from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, to_features
+from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, node_covers, parents, to_features
 
 
 def _safe_div(num: Array, den: Array) -> Array:
@@ -94,3 +96,79 @@ def tree_prediction_values_change(ens: TreeEnsemble, leaf_weights: Array | None 
                              "pass X (the training rows) to count them")
         leaf_weights = ens.leaf_weights
     return _pvc_kernel(ens, jnp.asarray(leaf_weights, jnp.float32))
+
+
+def _reachable(ens: TreeEnsemble) -> Array:
+    """``bool[T, M]`` the real splits: internal nodes a row can reach whose border is finite.
+
+    Padding is never reached, and ``from_oblivious`` pads a shallower tree's missing depths with
+    splits at ``+inf``, whose right subtrees no row reaches either.
+    """
+    node_parent, node_side, _, _ = parents(ens)
+    finite = jnp.isfinite(ens.node_borders)
+    up = jnp.maximum(node_parent, 0)
+    open_edge = (node_parent >= 0) & ((node_side == 0) | jnp.take_along_axis(finite, up, axis=1))
+    reach = (jnp.arange(ens.n_nodes) == 0)[None, :] & (ens.roots[:, None] == 0)
+    for _ in range(ens.depth):  # one level further down per step
+        reach = reach | (open_edge & jnp.take_along_axis(reach, up, axis=1))
+    return reach & finite
+
+
+@functools.partial(jax.jit, static_argnames="type")
+def _split_kernel(ens: TreeEnsemble, *, type: str) -> Array:
+    real = _reachable(ens).astype(jnp.float32)  # [T, M]
+    weight = per_feature(ens, real)
+    if type in ("weight", "split"):
+        return weight
+    if type in ("total_cover", "cover"):
+        per_node = node_covers(ens) if ens.node_weights is None else ens.node_weights
+    elif ens.node_gains is not None:
+        per_node = ens.node_gains
+    else:  # CatBoost: the weighted squared change of the output (see jaximp.split_importance)
+        per_node = ens.scale**2 * node_gains(ens, ens.leaf_weights)
+    per_node = real * per_node
+    if type == "impurity":
+        return _impurity(ens, real, per_node)
+    total = per_feature(ens, per_node)
+    return total if type.startswith("total_") else _safe_div(total, weight)
+
+
+def _impurity(ens: TreeEnsemble, real: Array, decrease: Array) -> Array:
+    """scikit-learn's ``feature_importances_`` from each node's weighted impurity decrease.
+
+    Per tree (``Tree.compute_feature_importances(normalize=False)``): the decreases summed per
+    feature over the root's weighted samples. Trees without a split are left out; a forest
+    normalises each tree, averages and normalises again; boosting (and a single tree) averages
+    and normalises once.
+    """
+    root = ens.node_weights[:, 0]  # [T]
+    t, e = ens.n_trees, ens.n_evaluated
+    index = (e * jnp.arange(t, dtype=jnp.int32)[:, None] + ens.node_features).reshape(-1)
+    per_tree = jax.ops.segment_sum(decrease.reshape(-1), index, t * e).reshape(t, e)
+    per_tree = to_features(ens, per_tree, axis=1, per="evaluated")
+    per_tree = _safe_div(per_tree, root[:, None])  # [T, F]
+    relevant = jnp.any(real > 0, axis=1)  # [T] trees with a split
+    if ens.impurity_scheme == "forest":
+        per_tree = _safe_div(per_tree, jnp.sum(per_tree, axis=1, keepdims=True))
+    total = jnp.sum(jnp.where(relevant[:, None], per_tree, 0.0), axis=0)
+    return _safe_div(total, jnp.sum(total))
+
+
+def tree_split_importance(ens: TreeEnsemble, type: str) -> Array:
+    """Split statistics of a :class:`TreeEnsemble` per feature (see ``jaximp.split_importance``).
+
+    Counts and sums run over the internal nodes rows can reach (padding excluded): "weight" /
+    "split" the nodes splitting on a feature, "total_gain" / "total_cover" their gains and covers
+    (the library's own when it stored them: ``ens.node_gains``, ``ens.node_weights``), "gain" /
+    "cover" the means per split, "impurity" scikit-learn's MDI (``ens.impurity_scheme``).
+
+    Returns:
+        ``f32[F]``.
+    """
+    fn_name = "split_importance"
+    if type == "impurity" and (not ens.impurity_scheme or ens.node_gains is None or ens.node_weights is None):
+        raise ValueError(f"{fn_name}: type 'impurity' (scikit-learn's feature_importances_) is defined "
+                         "for scikit-learn models only; use 'gain' or 'total_gain'")
+    if type not in ("weight", "split") and ens.node_gains is None and not ens.leaf_weights_known:
+        raise ValueError(f"{fn_name}: the model file carries no leaf weights, which type {type!r} needs")
+    return _split_kernel(ens, type=type)

@@ -68,6 +68,16 @@ class TreeEnsemble:
             each evaluated feature and the columns each evaluated feature reads.
         n_searched: None when the rows hold raw values; 0 when they hold every evaluated
             feature's bin (a featurizer's rows), as in ``ObliviousEnsemble``.
+        node_gains: ``f32[T, M]`` each internal node's split gain as its library reports it
+            (XGBoost's ``loss_chg``, LightGBM's ``split_gain``, scikit-learn's weighted impurity
+            decrease), 0 where padded; None (CatBoost): computed from leaf values and weights.
+        node_weights: ``f32[T, M]`` each internal node's cover as its library stores it
+            (XGBoost's hessian sum, LightGBM's data count, scikit-learn's weighted samples);
+            None: the sum of its leaves' weights.
+        impurity_scheme: how ``split_importance(ens, "impurity")`` (scikit-learn's MDI) pools
+            trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
+            ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
+            GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
     """
 
     roots: Array
@@ -91,6 +101,9 @@ class TreeEnsemble:
     player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
     reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
     n_searched: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    node_gains: Array | None = None
+    node_weights: Array | None = None
+    impurity_scheme: str = dataclasses.field(default="", metadata=dict(static=True))
 
     @property
     def n_trees(self) -> int:

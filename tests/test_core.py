@@ -299,13 +299,12 @@ def test_a_model_file_without_leaf_weights_counts_them_on_the_rows(tmp_path):
 
 def test_non_symmetric_model_imports_as_a_tree_ensemble():
     """Depthwise models import as jaximp.TreeEnsemble (tests/test_trees.py and
-    tests/test_trees_importance.py check its numbers); the functions that do not take one yet say so."""
+    tests/test_trees_importance.py check its numbers)."""
     X, y = make_data("regression", n=200)
     model = catboost.CatBoostRegressor(iterations=3, depth=3, grow_policy="Depthwise", verbose=0).fit(X, y)
     ens = jaximp.from_catboost(model)
     assert isinstance(ens, jaximp.TreeEnsemble)
-    with pytest.raises(TypeError, match="non-symmetric trees .jaximp.TreeEnsemble. are not supported"):
-        jaximp.split_importance(ens, "gain")
+    assert ens.n_trees == 3 and ens.depth == 3
 
 
 # Contracts: jit, recompilation, batching, devices, grad --------------------------------

@@ -283,3 +283,24 @@ def test_bad_inputs_raise_clear_errors():
         jaximp.loss_function_change(stripped, X, y)
     with pytest.raises(TypeError, match="split_importance: ens must be a jaximp.ObliviousEnsemble"):
         jaximp.split_importance(ens, "gain")
+
+
+@pytest.mark.parametrize("kind", ["regression", "multiclass"])
+def test_split_importance_equals_the_oblivious_definition_on_the_unrolled_trees(kind):
+    """A symmetric model unrolled into general trees (``from_oblivious``: the same nodes that
+    the oblivious definition counts) has the same split statistics; gains and covers computed
+    from leaf weights, as for CatBoost's non-symmetric models."""
+    from jaximp._tree_model import from_oblivious
+
+    X, y = make_data(kind, n=400, n_features=5, seed=3)
+    cls = catboost.CatBoostClassifier if kind == "multiclass" else catboost.CatBoostRegressor
+    model = cls(iterations=15, depth=4, verbose=0, random_seed=0).fit(X, y)
+    ens = jaximp.from_catboost(model)
+    tree = from_oblivious(ens)
+    for type in ("weight", "split", "gain", "total_gain", "cover", "total_cover"):
+        np.testing.assert_allclose(jaximp.split_importance(tree, type), jaximp.split_importance(ens, type),
+                                   rtol=1e-5, err_msg=type)
+    with pytest.raises(ValueError, match="scikit-learn models only"):
+        jaximp.split_importance(tree, "impurity")
+    with pytest.raises(ValueError, match="scikit-learn models only"):
+        jaximp.split_importance(ens, "impurity")
