@@ -370,6 +370,8 @@ def test_errors(regression_model):
     with pytest.raises(ValueError, match="output_reduction must be None or one of"):
         interaction(ens, output_reduction="max")
     with pytest.raises(ValueError, match="type must be one of 'weight', 'split', 'gain'"):
+        split_importance(ens, "mdi")
+    with pytest.raises(ValueError, match="scikit-learn models only"):
         split_importance(ens, "impurity")
     with pytest.raises(TypeError, match="split_importance: ens must be"):
         split_importance(model, "gain")
