@@ -56,7 +56,13 @@ def leaf_outputs(ens: TreeEnsemble, leaves: Array) -> Array:
 
 
 def _leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
-    return map_blocks(lambda xb: leaves_of(ens, xb).T, x, block)
+    def one_block(xb):
+        leaves = leaves_of(ens, xb)  # [T, b]
+        if ens.leaf_ids is not None:  # the library's own numbers
+            leaves = jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)
+        return leaves.T
+
+    return map_blocks(one_block, x, block)
 
 
 def _predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
@@ -65,7 +71,8 @@ def _predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
 
 def tree_leaf_indices(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None,
                       devices: Any = None, progress: bool = True) -> Any:
-    """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes``.
+    """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes`` (or the
+    library's own numbers, ``ens.leaf_ids``, for models of other libraries).
 
     Args:
         ens: the model.
@@ -74,7 +81,7 @@ def tree_leaf_indices(ens: TreeEnsemble, x: Any, *, batch_size: int | None = Non
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        ``i32[N, T]``: leaves numbered depth-first, left to right.
+        ``i32[N, T]``: leaves numbered depth-first, left to right, or by ``ens.leaf_ids``.
 
     Example:
         >>> tree_leaf_indices(ens, X)  # doctest: +SKIP

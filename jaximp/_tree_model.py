@@ -74,6 +74,9 @@ class TreeEnsemble:
         node_weights: ``f32[T, M]`` each internal node's cover as its library stores it
             (XGBoost's hessian sum, LightGBM's data count, scikit-learn's weighted samples);
             None: the sum of its leaves' weights.
+        leaf_ids: ``i32[T, L]`` each leaf's number in its library (scikit-learn's ``apply``
+            and XGBoost's ``pred_leaf``: node ids; LightGBM's ``pred_leaf``: leaf ids), which
+            ``leaf_indices`` returns; None: leaves numbered depth-first (CatBoost's numbering).
         impurity_scheme: how ``split_importance(ens, "impurity")`` (scikit-learn's MDI) pools
             trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
             ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
@@ -103,6 +106,7 @@ class TreeEnsemble:
     n_searched: int | None = dataclasses.field(default=None, metadata=dict(static=True))
     node_gains: Array | None = None
     node_weights: Array | None = None
+    leaf_ids: Array | None = None
     impurity_scheme: str = dataclasses.field(default="", metadata=dict(static=True))
 
     @property
