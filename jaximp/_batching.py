@@ -11,8 +11,8 @@ Every function of jaximp that takes rows runs its per-row kernel through :func:`
 * results live where the rows are: rows in host memory give NumPy arrays, each step copied to
   the host while the next one runs; rows given as ``jax.Array`` give ``jax.Array`` results left
   on the device (no host copy);
-* a reduction over rows (:func:`sum_rows`, :func:`mean_abs_rows`) adds each step's result and
-  never holds a per-row result for all rows;
+* a reduction over rows (:func:`sum_rows`, :func:`sum_blocks`, :func:`mean_abs_rows`) adds each
+  step's result and never holds a per-row result for all rows;
 * the default step size comes from the kernel's per-row output footprint (``row_floats``) and the
   device's memory, so a default call fits the device whatever the output's width;
 * when the kernel's non-row arguments are traced (``jax.grad`` / ``jax.jit`` over the model),
@@ -120,6 +120,13 @@ def step_shape(batch_size: Any, device: jax.Device, fn_name: str, row_floats: in
     if batch_size is None:
         return max(block, rows // block * block), block
     return -(-rows // block) * block, block
+
+
+def power_of_two_rows(a: Array) -> Array:
+    """``a [N, ...]`` with its rows zero-padded to a power of two: a table of every row that a
+    kernel gathers from, whose compiled shape then serves every N up to that power."""
+    size = 1 << max(0, a.shape[0] - 1).bit_length()
+    return jnp.pad(a, ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
 
 
 def row_blocks(a: Array, block: int) -> Array:
@@ -340,10 +347,10 @@ def sum_rows(
     return total
 
 
-def _abs_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: Callable,
-                    inner_static: tuple, platform: str) -> Any:
-    """Per block of ``block`` rows, ``sum_i w_i |inner(params, x)_i|`` over the rows ``(x, w)``
-    (padding has ``w = 0``): ``[n / block, ...]``."""
+def _block_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: Callable,
+                      inner_static: tuple, absolute: bool, platform: str) -> Any:
+    """Per block of ``block`` rows, ``sum_i w_i inner(params, x)_i`` (``|inner|`` when
+    ``absolute``) over the rows ``(x, w)`` (padding has ``w = 0``): ``[n / block, ...]``."""
     x, weight = rows
     inner_static = dict(inner_static)
     if "platform" in inspect.signature(inner).parameters:
@@ -352,10 +359,62 @@ def _abs_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: 
 
     def per_block(a):
         size = block if a.shape[0] % block == 0 else a.shape[0]  # traced calls: rows unpadded
-        terms = weight.reshape((-1, size) + (1,) * (a.ndim - 1)) * jnp.abs(a).reshape((-1, size) + a.shape[1:])
+        a = jnp.abs(a) if absolute else a
+        terms = weight.reshape((-1, size) + (1,) * (a.ndim - 1)) * a.reshape((-1, size) + a.shape[1:])
         return jnp.sum(terms, axis=1)
 
     return jax.tree_util.tree_map(per_block, out)
+
+
+def weighted_sums(kernel: Callable, params: Any, rows: Any, weight: Any, *, batch_size: int | None,
+                  devices: Any, fn_name: str, absolute: bool = False, row_floats: int = 0,
+                  progress: bool = True, **static: Any) -> Any:
+    """``sum_i weight_i kernel(params, rows)_i`` (of ``|kernel|`` when ``absolute``) over all rows,
+    each output of the per-row ``kernel`` summed per block on the device and the blocks added in
+    float64 on the host (:func:`sum_blocks`): never the per-row result of all rows.
+
+    Returns:
+        The kernel's output pytree without its row axis, ``f64`` NumPy (traced ``f32`` when
+        ``params`` or ``rows`` are traced).
+    """
+    return sum_blocks(_block_sum_kernel, params, (rows, weight), batch_size=batch_size, devices=devices,
+                      fn_name=fn_name, row_floats=row_floats, progress=progress, inner=kernel,
+                      inner_static=tuple(sorted(static.items())), absolute=absolute)
+
+
+def sum_blocks(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    row_floats: int = 0,
+    progress: bool = True,
+    **static: Any,
+) -> Any:
+    """The float64 sum of per-block sums: ``kernel`` returns, per step, arrays ``[n_blocks, ...]``
+    (one sum per block of rows), and only those come back to the host, where they are added in
+    float64 one after another in row order.
+
+    Blocks hold the same rows whatever the batch size or device count, so the result does too
+    (identical, not only close). Padding rows must add nothing (give them zero weight).
+
+    Returns:
+        The summed pytree, ``f64`` NumPy arrays (traced float32 when ``params`` or ``rows`` are
+        traced: one call, summed on the device).
+    """
+    total = None
+    for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
+                      row_floats=row_floats, progress=progress, per_block=True):
+        if _is_traced(out):
+            return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0), out)
+        parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
+        if total is not None:
+            parts = jax.tree_util.tree_map(lambda t, a: np.concatenate([t[None], a]), total, parts)
+        total = jax.tree_util.tree_map(lambda a: np.add.accumulate(a, axis=0)[-1], parts)
+    return total
 
 
 def mean_abs_rows(
@@ -373,10 +432,9 @@ def mean_abs_rows(
     """The mean over rows of ``|kernel(params, rows)|``, without the per-row result for all rows.
 
     Each step sums its rows' ``|kernel|`` per block on the device; the blocks' sums are added
-    on the host in float64, one after another in row order. The blocks are the same whatever
-    the batch size or device count, so the result is too (identical, not only close), and it
-    equals the mean of the per-row values to float32 rounding of each block's sum. Memory: one
-    step's per-row output.
+    on the host in float64 (:func:`sum_blocks`), so the result is identical whatever the batch
+    size or device count, and equals the mean of the per-row values to float32 rounding of each
+    block's sum. Memory: one step's per-row output.
 
     Returns:
         The mean as float32: NumPy when ``rows`` are in host memory, ``jax.Array`` when they are
@@ -384,21 +442,21 @@ def mean_abs_rows(
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     weight = (jnp if on_device(rows) else np).ones(n, np.float32)
-    static = dict(inner=kernel, inner_static=tuple(sorted(static.items())))
-    total = None
-    for out in _steps(_abs_sum_kernel, params, (rows, weight), batch_size, devices, fn_name, static,
-                      reduce=False, row_floats=row_floats, progress=progress, per_block=True):
-        if _is_traced(out):
-            return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0) / n, out)
-        parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
-        if total is not None:
-            parts = jax.tree_util.tree_map(lambda t, a: np.concatenate([t[None], a]), total, parts)
-        total = jax.tree_util.tree_map(lambda a: np.add.accumulate(a, axis=0)[-1], parts)
+    total = weighted_sums(kernel, params, rows, weight, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                          absolute=True, row_floats=row_floats, progress=progress, **static)
+    if _is_traced(total):
+        return jax.tree_util.tree_map(lambda a: a / n, total)
     mean = jax.tree_util.tree_map(lambda a: (a / n).astype(np.float32), total)
+    return like_rows(mean, rows)
+
+
+def like_rows(result: Any, rows: Any) -> Any:
+    """``result`` (host arrays) where the rows are: as is for host rows, on the rows' device
+    (or the default one) when they are ``jax.Array``s."""
     if not on_device(rows):
-        return mean
+        return result
     device = _rows_device(rows)
-    return jax.device_put(mean, device[0] if device else None)
+    return jax.device_put(result, device[0] if device else None)
 
 
 def _padded(a: Any, size: int) -> Any:

@@ -28,7 +28,7 @@ import jax
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_rows
+from jaximp._batching import like_rows, on_device, weighted_sums
 from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import leaf_prediction, map_leaves
 from jaximp._metrics import ModelLoss, as_targets, model_loss
@@ -70,6 +70,7 @@ def loss_function_change(
     sample_weight: Any = None,
     batch_size: int | None = None,
     devices: Any = None,
+    progress: bool = True,
 ) -> np.ndarray:
     """CatBoost's LossFunctionChange importance of every feature, for the model's own loss.
 
@@ -95,9 +96,12 @@ def loss_function_change(
         sample_weight: ``[N]`` non-negative row weights, or None.
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: show a progress bar when the call lasts more than a few seconds.
 
     Returns:
-        ``f32[F]``; positive when the loss grows without the feature.
+        ``f32[F]``; positive when the loss grows without the feature. NumPy for rows in host
+        memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
+        summed block by block on the device: only ``F + 1`` sums per block come back).
 
     Raises:
         TypeError, ValueError: bad X, y or sample_weight, or a loss other than the above.
@@ -114,28 +118,28 @@ def loss_function_change(
     x = as_features(X, ens, fn)
     n = x.shape[0]
     targets = as_targets(y, ens, n, fn)
-    weights = as_weights(sample_weight, n, fn).astype(np.float64)
+    weights = as_weights(sample_weight, n, fn)
+    if devices is None and on_device(x):  # computed where the rows are
+        devices = list(x.devices())
     if tree:
-        base, change = tree_loss_changes(ens, x, targets, loss, batch_size=batch_size, devices=devices,
-                                         fn_name=fn)
+        total, delta = tree_loss_changes(ens, x, targets, weights, loss, batch_size=batch_size, devices=devices,
+                                         fn_name=fn, progress=progress)
     else:
         tables = shap_tables(ens, "path_dependent", x=x, fn_name=fn, batch_size=batch_size, devices=devices)
-        base, change = map_rows(_loss_change_kernel, (ens, tables), (x, targets), batch_size=batch_size,
-                                devices=devices, fn_name=fn, loss=loss)
-    result = metric_change(loss, weights, base, change)  # [P]
-    return np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32)
+        total, delta = weighted_sums(_loss_change_kernel, (ens, tables), (x, targets), weights,
+                                     batch_size=batch_size, devices=devices, fn_name=fn, progress=progress,
+                                     loss=loss)
+    result = metric_change(loss, weights.astype(np.float64).sum(), total, delta)  # [P]
+    return like_rows(np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32), x)
 
 
-def metric_change(loss: ModelLoss, weights: np.ndarray, base: Any, change: Any) -> np.ndarray:
-    """``f64[P]`` the change of the metric from per-row losses ``base f32[N]`` and their changes
-    ``change f32[N, P]``, weighted by ``weights f64[N]``.
+def metric_change(loss: ModelLoss, weight: float, total: Any, delta: Any) -> np.ndarray:
+    """``f64[P]`` the change of the metric from the weighted sums of the rows' losses ``total
+    f64[]`` and of their changes ``delta f64[P]``, and the total weight ``weight``.
 
-    The weighted sums are taken on the host in float64: exact whatever the batch size or device
-    count.
+    The sums come from per-block sums added on the host in float64
+    (``jaximp._batching.weighted_sums``): exact whatever the batch size or device count.
     """
-    weight = weights.sum()
-    total = weights @ np.asarray(base, np.float64)
-    delta = weights @ np.asarray(change, np.float64)
     if loss.root:  # sqrt(a + d) - sqrt(a) = d / (sqrt(a + d) + sqrt(a)), without cancellation
         before, after = np.sqrt(total / weight), np.sqrt(np.maximum(total + delta, 0.0) / weight)
         denom = before + after

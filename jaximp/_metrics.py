@@ -406,6 +406,97 @@ def resolve_scoring(scoring: Any, ens: ObliviousEnsemble, task: Task, fn_name: s
     return fn
 
 
+# ----------------------------------------------------------------------------------------
+# Scores that are functions of sums over rows (scored inside a kernel, block by block)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowScore:
+    """A score computed from weighted sums over rows: ``final(sum_i w_i rows(y_i, raw_i), ...)``.
+
+    ``rows(y, raw f32[n, K]) -> f32[n, S]`` are per-row terms (a kernel sums them per block,
+    the host adds the blocks in float64); ``final(sums f64[..., S], weight f64[], y, w) -> f64[...]``
+    is the score from the sums, the total weight and the scored rows' targets and weights (NumPy,
+    for terms that depend on the targets alone, such as R^2's total sum of squares). Equal to the
+    named scorer of :data:`SCORERS` computed on all rows at once (``tests/test_metrics.py``).
+    """
+
+    rows: Callable[[Array, Array], Array]
+    final: Callable[..., Any]
+
+
+def _label_rows(y, raw):  # 1 where the predicted class is the target
+    predicted = _predicted_class(raw[:, 0] if raw.shape[1] == 1 else raw)
+    return (predicted == y.astype(jnp.int32)).astype(jnp.float32)[:, None]
+
+
+def _log_loss_rows(y, raw):
+    return (_logloss_rows(y, raw) if raw.shape[1] == 1 else _multiclass_rows(y, raw))[:, None]
+
+
+def _r2_final(sums, weight, y, w):
+    y = y.reshape(len(y), -1).astype(np.float64)
+    mean = (w @ y) / weight
+    total = (w @ (y - mean) ** 2) / weight  # [K]
+    residual = sums / weight
+    ok = total > 0
+    ratio = np.where(ok, 1.0 - residual / np.where(ok, total, 1.0), np.where(residual == 0, 1.0, 0.0))
+    return ratio.mean(axis=-1)
+
+
+def _squared_rows(y, raw):
+    return (raw - _columns(y)) ** 2
+
+
+ROW_SCORES: dict[str, RowScore] = {
+    "neg_mean_squared_error": RowScore(_squared_rows, lambda s, n, y, w: -np.mean(s / n, axis=-1)),
+    "neg_root_mean_squared_error": RowScore(_squared_rows, lambda s, n, y, w: -np.mean(np.sqrt(s / n), axis=-1)),
+    "neg_mean_absolute_error": RowScore(lambda y, raw: jnp.abs(raw - _columns(y)),
+                                        lambda s, n, y, w: -np.mean(s / n, axis=-1)),
+    "r2": RowScore(_squared_rows, _r2_final),
+    "accuracy": RowScore(_label_rows, lambda s, n, y, w: s[..., 0] / n),
+    "neg_log_loss": RowScore(_log_loss_rows, lambda s, n, y, w: -s[..., 0] / n),
+    "neg_brier_score": RowScore(lambda y, raw: (jax.nn.sigmoid(raw) - _columns(y)) ** 2,
+                                lambda s, n, y, w: -s[..., 0] / n),
+}
+
+
+def block_sums(score: RowScore, y: Array, weight: Array, both: Array) -> Array:
+    """``f32[R, G + 1, S]``: a block's weighted sums of ``score``'s row terms in each repeat.
+
+    Args:
+        score: the score.
+        y: ``[b]`` (or ``[b, K]``) the block's targets.
+        weight: ``f32[b, R]`` each row's weight in each repeat's score (0 for rows a repeat
+            does not score, and for padding).
+        both: ``f32[R', G + 1, b, K]`` raw predictions, baseline first, then with each group
+            permuted; R' = R, or 1 when every repeat has its own rows (``weight`` tells them apart).
+
+    Every (repeat, group) is summed by the same reduction, so a prediction that a permutation
+    leaves bitwise unchanged gives a bitwise equal sum.
+    """
+    terms = jax.vmap(jax.vmap(lambda raw: score.rows(y, raw)))(both)  # [R', G + 1, b, S]
+    return jnp.sum(terms * weight.T[:, None, :, None], axis=2)
+
+
+@functools.cache
+def _loss_row_score(name: str) -> RowScore:
+    """The model loss ``name`` as a :class:`RowScore` (one object per loss: a static argument)."""
+    loss = MODEL_LOSSES[name]
+    return RowScore(lambda y, raw: loss.row_loss(y, raw)[:, None],
+                    lambda s, n, y, w: -np.asarray(loss.final(s[..., 0], n), np.float64))
+
+
+def row_score(scoring: Any, ens: ObliviousEnsemble) -> RowScore | None:
+    """The :class:`RowScore` of an already resolved ``scoring`` (None: the model's loss), or None
+    for scores that are not sums over rows (ROC AUC, F1, functions)."""
+    if scoring is None:
+        return _loss_row_score(ens.loss_function)
+    if isinstance(scoring, str):
+        return ROW_SCORES.get(scoring)
+    return None
+
+
 def check_scorer_targets(scoring: Any, y: np.ndarray, task: Task, n_classes: int, fn_name: str) -> None:
     """Targets that a named scorer needs: class labels (not probabilities), every class for AUC."""
     if not isinstance(scoring, str):

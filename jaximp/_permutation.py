@@ -33,7 +33,15 @@ import numpy as np
 from jax import Array
 from sklearn.utils import Bunch
 
-from jaximp._batching import map_rows, resolve_devices, row_blocks
+from jaximp._batching import (
+    like_rows,
+    map_rows,
+    on_device,
+    power_of_two_rows,
+    resolve_devices,
+    row_blocks,
+    sum_blocks,
+)
 from jaximp._inputs import as_features, as_raw_columns, as_weights, featurize
 from jaximp._leaves import (
     _predict_kernel,
@@ -43,16 +51,20 @@ from jaximp._leaves import (
     tree_leaves_from_bins,
 )
 from jaximp._metrics import (
+    RowScore,
     as_targets,
+    block_sums,
     check_scorer_targets,
     resolve_scoring,
+    row_score,
     task_of,
 )
 from jaximp._model import ObliviousEnsemble, check_ensemble, squeeze_outputs
 from jaximp._permutation_groups import check_groups, evaluated_groups, refeaturized_predictions
 from jaximp._tree_leaves import _predict_kernel as _tree_predict_kernel
 from jaximp._tree_model import TreeEnsemble
-from jaximp._tree_permutation import tree_permuted_predictions
+from jaximp._tree_permutation import _permuted_kernel as _tree_permuted_kernel
+from jaximp._tree_permutation import tree_permutation_params
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
@@ -297,23 +309,28 @@ def _group_splits(ens: ObliviousEnsemble, tree: np.ndarray, bits: np.ndarray):
 
 
 def _bins_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    return quantize(ens, x).T
+    return quantize(ens, x).T  # [n, F]
 
 
-def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool) -> tuple[Array, Array]:
+def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool,
+                     score: RowScore | None = None) -> Any:
     """Per row: the raw prediction and the raw prediction with each group permuted.
 
     Args:
-        params: ``(ens, plan)``.
-        rows: ``(bins [n, F], permuted_bins [n, R, F])``: the bins of the row, and in each
-            repeat the bins of the row whose values it receives.
+        params: ``(ens, plan, bins u8[N', F])``, ``bins`` the bins of every row (padded).
+        rows: ``(own i32[n], source i32[n, R'])``: each row's index in ``bins`` and, per
+            repeat, the index of the row whose values it receives (R' = R, or 1 when each
+            repeat scores its own rows); with ``score`` also ``(y [n], weight f32[n, R])``,
+            the targets and each row's weight in each repeat's score.
         block: rows per fused block (map_rows's choice). cpu: use small cache-sized blocks.
         tabulate: look each slot's increment up in a per-leaf table (else: two leaf values).
+        score: None, or a score that is a sum over rows, computed block by block.
 
     Returns:
-        ``(f32[n, K], f32[n, R, G, K])``.
+        Without ``score``: ``(f32[n, K], f32[n, R', G, K])``. With it, the per-block sums
+        ``f32[n / b, R, G + 1, S]`` of its row terms (group 0: the baseline).
     """
-    ens, plan = params
+    ens, plan, all_bins = params
     k, n_leaves = ens.n_outputs, ens.n_leaves
     chunk, n_q = plan.slot_tree.shape
     n_segments, most = plan.seg_chunks.shape
@@ -346,8 +363,9 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool) -> 
         leaves = tree_leaves_from_bins(ens, bins)
         return jnp.concatenate([leaves, jnp.zeros_like(leaves[:1])])
 
-    def one_block(block_rows):  # bins [F, b], permuted [R, F, b]
-        bins, permuted = block_rows
+    def one_block(block_rows):  # own [b], source [b, R'] (and y, weight)
+        bins = all_bins[block_rows[0]].T  # [F, b]
+        permuted = jnp.transpose(all_bins[block_rows[1]], (1, 2, 0))  # [R', F, b]
         leaves = leaves_of(bins)
         n = leaves.shape[1]
         raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves[:-1]) + ens.bias  # [n, K]
@@ -393,16 +411,21 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool) -> 
             delta = jnp.concatenate(deltas, axis=1)[:, plan.groups]  # [K, G, M, n]
             return raw.T[:, None] + ens.scale * jnp.sum(delta, axis=2)  # [K, G, n]
 
-        return raw, jax.lax.map(one_repeat, permuted)  # [b, K], [R, K, G, b]
+        out = jax.lax.map(one_repeat, permuted)  # [R', K, G, b]
+        if score is None:
+            return raw, out
+        base = jnp.broadcast_to(raw.T[None, :, None], (out.shape[0], k, 1, n))
+        both = jnp.concatenate([base, out], axis=2).transpose(0, 2, 3, 1)  # [R', G + 1, b, K]
+        return block_sums(score, block_rows[2], block_rows[3], both)
 
-    # Rows go through in blocks laid out rows-minor ([F, b]) once per step: transposed inside
-    # a block, every gather of a row of bins would read it with a stride.
-    bins, permuted = rows
+    # Rows go through in blocks; each block gathers its rows' bins laid out rows-minor ([F, b]):
+    # transposed inside a block, every gather of a row of bins would read it with a stride.
     block = min(block, _CPU_BLOCK) if cpu else block
-    n, repeats = permuted.shape[:2]
-    bins = row_blocks(bins, block).transpose(0, 2, 1)  # [B, F, b]
-    permuted = row_blocks(permuted, block).transpose(0, 2, 3, 1)  # [B, R, F, b]
-    raw, out = jax.lax.map(one_block, (bins, permuted))  # [B, b, K], [B, R, K, G, b]
+    n, repeats = rows[1].shape[:2]
+    out = jax.lax.map(one_block, jax.tree_util.tree_map(lambda a: row_blocks(a, block), rows))
+    if score is not None:
+        return out  # [B, R, G + 1, S]
+    raw, out = out  # [B, b, K], [B, R', K, G, b]
     out = out.transpose(0, 4, 1, 3, 2).reshape(-1, repeats, out.shape[3], k)
     return raw.reshape(-1, k)[:n], out[:n]
 
@@ -429,6 +452,7 @@ def permutation_importance(
     feature_groups: Any = None,
     batch_size: int | None = None,
     devices: Any = None,
+    progress: bool = True,
 ) -> Bunch:
     """Permutation importance: the drop in score when a feature's column is shuffled.
 
@@ -468,9 +492,14 @@ def permutation_importance(
             permutation), and the result has one row per group, in the given order.
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: show a progress bar when the call lasts more than a few seconds.
 
-    Memory: the permuted predictions of all rows, ``R * G * N * K`` floats, are assembled on the
-    host and scored on the default device (so that scores do not depend on the batching).
+    Where it runs: the rows (raw values, or an oblivious model's bins) go to the device once;
+    each step gathers its rows and their permuted copies there, and scores that are sums over
+    rows (the model's loss; the MSE, RMSE, MAE, R^2, accuracy, log loss and Brier scorers) are
+    summed block by block inside the kernel, so only ``R (G + 1)`` sums per block come back (added
+    in float64 on the host: identical for any batch size or device count). Other scores (ROC AUC,
+    F1, functions) score the permuted predictions of all rows, ``R G N K`` floats, on the device.
 
     A ``TreeEnsemble`` (non-symmetric trees) takes the same arguments, draws the same
     permutations for the same ``random_state`` and is scored by the same program; its permuted
@@ -481,6 +510,8 @@ def permutation_importance(
     Returns:
         ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
         importances=f64[F, R])`` (G in place of F with ``feature_groups``); std has ddof=0.
+        NumPy arrays for rows in host memory; ``jax.Array``s on the rows' device (float32
+        unless x64 is enabled) for rows given as one.
 
     Raises:
         TypeError, ValueError: bad X, y, sample_weight, scoring, n_repeats, max_samples,
@@ -491,12 +522,13 @@ def permutation_importance(
         >>> r.importances_mean                                                           # doctest: +SKIP
     """
     fn = "permutation_importance"
-    tree = isinstance(ens, TreeEnsemble)
-    if not tree:
+    if not isinstance(ens, TreeEnsemble):
         check_ensemble(ens, fn)
     raw_columns = as_raw_columns(X, ens, fn) if ens.featurizer is not None else None
-    x = np.asarray(as_features(X, ens, fn) if raw_columns is None else featurize(ens, raw_columns))
+    x = as_features(X, ens, fn) if raw_columns is None else featurize(ens, raw_columns)
     n = x.shape[0]
+    if devices is None and on_device(x):  # computed where the rows are
+        devices = list(x.devices())
     task = task_of(ens, fn)
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn)
@@ -512,18 +544,50 @@ def permutation_importance(
     take = np.stack([rows for rows, _ in draws])  # [R, n_sub] rows scored in each repeat
     source = np.stack([src for _, src in draws])  # [R, n_sub] the rows their values come from
     shared = n_sub == n
-    if tree:  # rows scored [M] and, per repeat, where their group values come from [M, R or 1]
-        own, sources = (take[0], source.T) if shared else (take.reshape(-1), source.reshape(-1)[:, None])
-        raw, permuted = tree_permuted_predictions(ens, x, groups, own, sources, batch_size=batch_size,
-                                                  devices=devices, fn_name=fn)
+    # rows scored [M] and, per repeat, where their group values come from [M, R'] (R' = R or 1)
+    own, sources = (take[0], source.T) if shared else (take.reshape(-1), source.reshape(-1)[:, None])
+    score = row_score(scoring, ens)
+    if score is not None and not straddled:  # scored block by block on the device: [R, G + 1, S] back
+        weight = _repeat_weights(weights, take, shared)
+        sums = permuted_sums(ens, x, groups, own, sources, targets[own], weight, score, batch_size=batch_size,
+                             devices=devices, fn_name=fn, progress=progress)
+        scores = np.stack([score.final(sums[r], weights[take[r]].astype(np.float64).sum(), targets[take[r]],
+                                       weights[take[r]].astype(np.float64)) for r in range(repeats)])
+        importances = (scores[:, :1] - scores[:, 1:]).T  # [G, R]
     else:
-        raw, permuted = _oblivious_predictions(ens, x, groups, take, source, batch_size=batch_size,
-                                               devices=devices, fn_name=fn)
-    predict_kernel = _tree_predict_kernel if tree else _predict_kernel
+        importances = _materialized(ens, x, raw_columns, groups, straddled, column_groups, take, source, own,
+                                    sources, targets, weights, score_fn, batch_size=batch_size, devices=devices,
+                                    fn_name=fn, progress=progress)
+    result = like_rows((importances.mean(axis=1), importances.std(axis=1), importances), x)
+    return Bunch(importances_mean=result[0], importances_std=result[1], importances=result[2])
+
+
+def _repeat_weights(weights: np.ndarray, take: np.ndarray, shared: bool) -> np.ndarray:
+    """``f32[M, R]`` each scored row's weight in each repeat's score: its own weight in every
+    repeat (all rows scored), or in its repeat only (repeat ``r``'s rows at ``r * n .. r * n + n``)."""
+    repeats, n_sub = take.shape
+    if shared:
+        return np.repeat(weights[:, None], repeats, axis=1).astype(np.float32)
+    out = np.zeros((repeats * n_sub, repeats), np.float32)
+    out[np.arange(repeats * n_sub), np.repeat(np.arange(repeats), n_sub)] = weights[take.reshape(-1)]
+    return out
+
+
+def _materialized(ens, x, raw_columns, groups, straddled, column_groups, take, source, own, sources, targets,
+                  weights, score_fn, *, batch_size, devices, fn_name, progress) -> np.ndarray:
+    """``f64[G, R]`` importances from every permuted prediction, for scores that are not sums over
+    rows (ROC AUC, F1, functions) and for groups that a categorical combination straddles. The
+    predictions stay on the device (``R G N K`` floats) unless a straddled group must be
+    featurized again on the host."""
+    repeats, n_sub = take.shape
+    shared = n_sub == x.shape[0]
+    raw, permuted = permuted_predictions(ens, x, groups, own, sources, batch_size=batch_size, devices=devices,
+                                         fn_name=fn_name, on_device=not straddled, progress=progress)
+    predict_kernel = _tree_predict_kernel if isinstance(ens, TreeEnsemble) else _predict_kernel
     for g in straddled:  # groups that a CTR over a combination straddles: featurize again
         def predict_rows(rows):
             return map_rows(predict_kernel, ens, np.asarray(rows), batch_size=batch_size, devices=devices,
-                            fn_name=fn)
+                            fn_name=fn_name, progress=progress)
         for r in range(repeats):
             new = refeaturized_predictions(ens, raw_columns, column_groups[g], take[r], source[r], predict_rows)
             if shared:
@@ -537,37 +601,57 @@ def permutation_importance(
         raw = raw.reshape(repeats, n_sub, -1)
         permuted = permuted.reshape(repeats, n_sub, len(groups), -1)
     base, scores = _score_runner(score_fn, ens.n_outputs, shared)(y_scored, w_scored, raw, permuted)
-    importances = np.asarray(base, np.float64)[None, :] - np.asarray(scores, np.float64).T  # [G, R]
-    return Bunch(importances_mean=importances.mean(axis=1), importances_std=importances.std(axis=1),
-                 importances=importances)
+    return np.asarray(base, np.float64)[None, :] - np.asarray(scores, np.float64).T  # [G, R]
 
 
-def _oblivious_predictions(ens: ObliviousEnsemble, x: np.ndarray, groups: list[np.ndarray], take: np.ndarray,
-                           source: np.ndarray, *, batch_size: int | None, devices: Any,
-                           fn_name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Raw and permuted predictions of an oblivious model by its step functions (module docstring).
-
-    Args:
-        ens: the model; x: ``f32[N, E]`` its checked rows; groups: G arrays of evaluated features.
-        take, source: ``i[R, n]`` per repeat the rows scored and the rows their values come from.
-
-    Returns:
-        ``(raw f32[N, K], permuted f32[N, R, G, K])`` when every repeat scores all N rows, else
-        ``(raw f32[R n, K], permuted f32[R n, 1, G, K])``.
-    """
-    repeats, n_sub = take.shape
+def _kernel_setup(ens, x, groups, repeats: int, batch_size, devices, fn_name) -> tuple:
+    """``(kernel, params, batch_size, static)`` of the permuted-prediction kernel of either
+    ensemble type; the rows (raw values, or an oblivious model's bins) go to the device once."""
+    if isinstance(ens, TreeEnsemble):
+        return _tree_permuted_kernel, tree_permutation_params(ens, x, groups), batch_size, {}
     plan = _make_plan(ens, groups)
     platform = resolve_devices(devices, fn_name)[0].platform
     if batch_size is None:
         batch_size = _default_batch(platform, plan, ens.n_outputs, repeats)
-    bins = map_rows(_bins_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)  # [N, F]
-    if n_sub == x.shape[0]:  # all repeats score all rows: each row carries one permuted copy per repeat
-        rows = (bins, bins[source.T])
-    else:  # repeat r scores its own rows: R n_sub rows, one permuted copy each
-        rows = (bins[take.reshape(-1)], bins[source.reshape(-1)][:, None, :])
+    bins = map_rows(_bins_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                    progress=False)  # [N, F]
     tabulate = plan.slot_tree.size * ens.n_leaves * ens.n_outputs <= _INCREMENT_TABLE
-    return map_rows(_permuted_kernel, (ens, plan), rows, batch_size=batch_size, devices=devices,
-                    fn_name=fn_name, cpu=platform == "cpu", tabulate=tabulate)
+    params = (ens, plan, power_of_two_rows(jnp.asarray(bins)))
+    return _permuted_kernel, params, batch_size, dict(cpu=platform == "cpu", tabulate=tabulate)
+
+
+def permuted_sums(ens, x, groups: list[np.ndarray], own: np.ndarray, sources: np.ndarray, y: np.ndarray,
+                  weight: np.ndarray, score: RowScore, *, batch_size: int | None, devices: Any,
+                  fn_name: str, progress: bool = True) -> np.ndarray:
+    """``f64[R, G + 1, S]`` the weighted sums of ``score``'s row terms over the scored rows, with
+    each group permuted (group 0: none), computed block by block on the device: only these sums
+    come back. Identical for any batch size or device count (``jaximp._batching.sum_blocks``).
+
+    Args:
+        ens: the model; x: ``[N, E]`` its checked rows; groups: G arrays of evaluated features.
+        own: ``i[M]`` the rows scored; sources: ``i[M, R']`` per repeat (R' = R) or for all
+            (R' = 1), the rows their group values come from.
+        y: ``[M]`` (or ``[M, K]``) their targets; weight: ``f32[M, R]`` their weight in each repeat.
+    """
+    kernel, params, batch_size, static = _kernel_setup(ens, x, groups, weight.shape[1], batch_size, devices,
+                                                       fn_name)
+    rows = (np.asarray(own, np.int32), np.asarray(sources, np.int32), y, np.asarray(weight, np.float32))
+    return sum_blocks(kernel, params, rows, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                      progress=progress, score=score, **static)
+
+
+def permuted_predictions(ens, x, groups: list[np.ndarray], own: np.ndarray, sources: np.ndarray, *,
+                         batch_size: int | None, devices: Any, fn_name: str, on_device: bool,
+                         progress: bool = True) -> tuple:
+    """``(raw f32[M, K], permuted f32[M, R', G, K])``: the scored rows' raw predictions and their
+    predictions with each group permuted (arguments as :func:`permuted_sums`), on the device
+    (``jax.Array``) when ``on_device``, else NumPy."""
+    kernel, params, batch_size, static = _kernel_setup(ens, x, groups, sources.shape[1], batch_size, devices,
+                                                       fn_name)
+    xp = jnp if on_device else np
+    rows = (xp.asarray(own, np.int32), xp.asarray(sources, np.int32))
+    return map_rows(kernel, params, rows, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                    progress=progress, **static)
 
 
 def _default_batch(platform: str, plan: _Plan, n_outputs: int, repeats: int) -> int:

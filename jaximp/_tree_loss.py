@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_rows
+from jaximp._batching import weighted_sums
 from jaximp._metrics import ModelLoss
 from jaximp._tree_leaves import _predict_kernel
 from jaximp._tree_model import TreeEnsemble
@@ -45,25 +45,27 @@ def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int,
     return loss.row_loss(y, raw), change
 
 
-def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, loss: ModelLoss, *,
-                      batch_size: int | None, devices: Any, fn_name: str) -> tuple[Any, Any]:
-    """Per-row loss and loss changes of checked rows, for ``jaximp.loss_function_change``.
+def tree_loss_changes(ens: TreeEnsemble, x: Any, targets: np.ndarray, weights: np.ndarray, loss: ModelLoss, *,
+                      batch_size: int | None, devices: Any, fn_name: str, progress: bool = True) -> tuple[Any, Any]:
+    """Weighted sums of the rows' loss and loss changes, for ``jaximp.loss_function_change``.
 
     Args:
         ens: the model.
         x: ``f32[N, E]`` checked rows (bins of the evaluated features with a featurizer).
         targets: ``[N]`` (or ``[N, K]``) targets as ``jaximp._metrics.as_targets`` gives them.
+        weights: ``f32[N]`` row weights.
         loss: the model's loss.
         batch_size: rows per device step; None picks one.
         devices: None, an int or a list of ``jax.Device``.
         fn_name: the public function, for messages.
 
     Returns:
-        ``(f32[N] row loss, f32[N, P] change of the row's loss without each player's SHAP
-        value)``, NumPy for host rows (P == F for numeric models; ``jaximp._loss_change`` maps
-        players to columns as CatBoost does).
+        ``(f64[] sum_i w_i loss_i, f64[P] sum_i w_i change_i)``: the change of each row's loss
+        without each player's SHAP value, summed block by block on the device (P == F for numeric
+        models; ``jaximp._loss_change`` maps players to columns as CatBoost does).
     """
     plan, kind, step_rows = tree_shap_plan(ens, "path_dependent", fn_name=fn_name, x=x,
                                            batch_size=batch_size, devices=devices)
-    return map_rows(_loss_change_kernel, (ens, plan), (x, targets), batch_size=batch_size,
-                    devices=devices, fn_name=fn_name, loss=loss, kind=kind, step_rows=step_rows)
+    return weighted_sums(_loss_change_kernel, (ens, plan), (x, targets), weights, batch_size=batch_size,
+                         devices=devices, fn_name=fn_name, progress=progress, loss=loss, kind=kind,
+                         step_rows=step_rows)

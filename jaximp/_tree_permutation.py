@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_blocks, map_rows
+from jaximp._batching import map_blocks, power_of_two_rows, row_blocks
+from jaximp._metrics import RowScore, block_sums
 from jaximp._tree_leaves import leaf_outputs, leaves_of
 from jaximp._tree_model import TreeEnsemble
 
@@ -32,70 +33,58 @@ def _inner_block(block: int, repeats: int) -> int:
     return rows
 
 
-def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Array, Array], *,
-                     block: int) -> tuple[Array, Array]:
+def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Array, ...], *,
+                     block: int, score: RowScore | None = None) -> Any:
     """Raw and permuted predictions of a step of rows.
 
     Args:
         params: ``(ens, x f32[N', E] every row (padded), masks bool[G + 1, E])``; ``masks[0]``
             is all False (the baseline), ``masks[1 + g]`` marks group ``g``'s columns.
-        rows: ``(own i32[n], source i32[n, R])``: each row's index in ``x`` and, per repeat, the
-            index of the row whose group values it receives.
+        rows: ``(own i32[n], source i32[n, R'])``: each row's index in ``x`` and, per repeat, the
+            index of the row whose group values it receives; with ``score`` also
+            ``(y [n], weight f32[n, R])`` (see ``jaximp._metrics.block_sums``).
         block: rows per fused block.
+        score: None, or a score that is a sum over rows, computed block by block.
 
     Returns:
-        ``(raw f32[n, K], permuted f32[n, R, G, K])``.
+        Without ``score``: ``(raw f32[n, K], permuted f32[n, R', G, K])``. With it, the per-block
+        sums ``f32[n / b, R, G + 1, S]`` of its row terms (group 0: the baseline).
     """
     ens, x, masks = params
-    own, source = rows
-    repeats = source.shape[1]
+    repeats = rows[1].shape[1]
 
     def block_fn(args):
-        o, s = args
-        mine, theirs = x[o], x[s]  # [b, E], [b, R, E]: gathers on the device
+        o, s = args[:2]
+        mine, theirs = x[o], x[s]  # [b, E], [b, R', E]: gathers on the device
 
-        def one_group(mask):  # bool[E] -> f32[b, R, K]
+        def one_group(mask):  # bool[E] -> f32[b, R', K]
             mixed = jnp.where(mask, theirs, mine[:, None, :]).reshape(-1, x.shape[1])
             return leaf_outputs(ens, leaves_of(ens, mixed)).reshape(o.shape[0], repeats, -1)
 
-        out = jax.lax.map(one_group, masks)  # [G + 1, b, R, K]
+        out = jax.lax.map(one_group, masks)  # [G + 1, b, R', K]
+        if score is not None:
+            return block_sums(score, args[2], args[3], out.transpose(2, 0, 1, 3))
         return out[0, :, 0], jnp.transpose(out[1:], (1, 2, 0, 3))
 
-    return map_blocks(block_fn, (own, source), _inner_block(block, repeats))
+    inner = _inner_block(block, repeats)
+    if score is None:
+        return map_blocks(block_fn, rows, inner)
+    return jax.lax.map(block_fn, jax.tree_util.tree_map(lambda a: row_blocks(a, inner), rows))
 
 
-def _padded_rows(x: Any) -> Array:
-    """``x f32[N, E]`` on the device, its rows zero-padded to a power of two (a new N reuses the
-    compiled step for the next power of two)."""
-    n = x.shape[0]
-    size = 1 << max(0, n - 1).bit_length()
-    return jnp.pad(jnp.asarray(x, jnp.float32), ((0, size - n), (0, 0)))
-
-
-def tree_permuted_predictions(ens: TreeEnsemble, x: Any, groups: list[np.ndarray], own: np.ndarray,
-                              source: np.ndarray, *, batch_size: int | None, devices: Any,
-                              fn_name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Predictions of rows with each group's columns taken from other rows.
+def tree_permutation_params(ens: TreeEnsemble, x: Any, groups: list[np.ndarray]) -> tuple:
+    """``(ens, x, masks)``, the shared arguments of :func:`_permuted_kernel`.
 
     Args:
         ens: the model.
-        x: ``f32[N, E]`` checked rows (``u8`` bins of the evaluated features with a featurizer).
+        x: ``f32[N, E]`` checked rows (``u8`` bins of the evaluated features with a featurizer),
+            put on the device once, rows padded to a power of two (a new N reuses the compiled
+            step for the next power of two).
         groups: G arrays of evaluated feature indices, permuted together (with a featurizer, the
             evaluated features that read only the group's columns:
             ``jaximp._permutation_groups.evaluated_groups``).
-        own: ``i[M]`` the rows scored.
-        source: ``i[M, R]`` per scored row and repeat, the row its group values come from.
-        batch_size: rows per device step; None picks one.
-        devices: None, an int or a list of ``jax.Device``.
-        fn_name: the public function, for messages.
-
-    Returns:
-        ``(raw f32[M, K], permuted f32[M, R, G, K])`` as NumPy arrays, the layout of
-        ``jaximp._permutation._score_runner``.
     """
     masks = np.zeros((len(groups) + 1, ens.n_evaluated), bool)
     for g, columns in enumerate(groups):
         masks[g + 1, np.asarray(columns, np.int64)] = True
-    params = (ens, _padded_rows(x), jnp.asarray(masks))
-    rows = (np.asarray(own, np.int32), np.asarray(source, np.int32))
-    return map_rows(_permuted_kernel, params, rows, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    return ens, power_of_two_rows(jnp.asarray(x, jnp.float32)), jnp.asarray(masks)

@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_blocks, map_rows, mean_abs_rows, row_blocks, sum_rows
+from jaximp._batching import map_blocks, map_rows, mean_abs_rows, resolve_devices, row_blocks, sum_rows
 from jaximp._model import squeeze_outputs
 from jaximp._shap_tables import interaction_weights, shapley_weights
 from jaximp._tree_importance import subtree_sums
@@ -69,7 +69,11 @@ MAX_TABLE_DEPTH = 12  # path tables hold 2**D floats per leaf; deeper trees use 
 MAX_PAIR_DEPTH = 8  # interventional and interaction tables cost 4**D per leaf; deeper: no tables
 _BIT_DEPTH = 30  # row patterns are int32 bit masks of the D slots
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
-_CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
+_CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates: a CPU cache's share
+# Elsewhere steps are bounded by memory, not caches: a larger budget and wider row steps (a bound
+# chosen without a GPU to measure on; GPU timings belong in scripts/BENCHMARKS.md)
+_ACCELERATOR_CHUNK_FLOATS = 1 << 26
+_ACCELERATOR_STEP_ROWS = 4096
 
 
 class Paths(NamedTuple):
@@ -404,13 +408,14 @@ def _chunk_trees(tree: Any, n_trees: int, chunk: int) -> Any:
     return jax.tree_util.tree_map(cut, tree)
 
 
-def _rows_per_step(ens: TreeEnsemble, width: int, block: int, floor: int = 64) -> tuple[int, int]:
-    """(rows per inner step, trees per chunk) keeping ``c * L * width * rows`` in budget; rows
-    halve down to ``floor``."""
+def _rows_per_step(ens: TreeEnsemble, width: int, block: int, floor: int = 64,
+                   budget: int = _CHUNK_FLOATS) -> tuple[int, int]:
+    """(rows per inner step, trees per chunk) keeping ``c * L * width * rows`` within ``budget``
+    floats; rows halve down to ``floor``."""
     rows = block
-    while rows > floor and rows % 2 == 0 and ens.n_leaves * width * rows > _CHUNK_FLOATS:
+    while rows > floor and rows % 2 == 0 and ens.n_leaves * width * rows > budget:
         rows //= 2
-    return rows, int(max(1, min(ens.n_trees, _CHUNK_FLOATS // (ens.n_leaves * width * rows))))
+    return rows, int(max(1, min(ens.n_trees, budget // (ens.n_leaves * width * rows))))
 
 
 def _make_plan(ens: TreeEnsemble, paths: Paths, table: Array | None, chunk: int) -> Plan:
@@ -624,9 +629,20 @@ def _table_width(ens: TreeEnsemble, kind: str) -> int:
             "deep_interventional": d * k + 3 * min(_BACKGROUND_BLOCK, 64) + 6 * d}[kind]
 
 
-def _step(ens: TreeEnsemble, kind: str) -> tuple[int, int]:
-    """(rows per inner step, trees per chunk) of ``kind``."""
-    return _rows_per_step(ens, _table_width(ens, kind), 256, floor=8 if kind.startswith("deep") else 64)
+def _step(ens: TreeEnsemble, kind: str, platform: str = "cpu") -> tuple[int, int]:
+    """(rows per inner step, trees per chunk) of ``kind`` on ``platform``: cache-sized on CPU."""
+    floor = 8 if kind.startswith("deep") else 64
+    if platform == "cpu":
+        return _rows_per_step(ens, _table_width(ens, kind), 256, floor=floor)
+    return _rows_per_step(ens, _table_width(ens, kind), _ACCELERATOR_STEP_ROWS, floor=floor,
+                          budget=_ACCELERATOR_CHUNK_FLOATS)
+
+
+def _platform(devices: Any, x: Any, fn_name: str) -> str:
+    """The platform the rows ``x`` will be explained on (``devices=``, else the rows' device)."""
+    if devices is None and isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        devices = list(x.devices())
+    return resolve_devices(devices, fn_name)[0].platform
 
 
 def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
@@ -653,18 +669,19 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
     _check(ens, method, background, fn_name)
     if method == "approximate":  # the plan is the leaf weights of the Saabas means
         return _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices), "saabas", 0
+    platform = _platform(devices, x, fn_name)
     if method == "path_dependent":
         kind = "path" if ens.depth <= MAX_TABLE_DEPTH else "deep_path"
-        rows, chunk = _step(ens, kind)
+        rows, chunk = _step(ens, kind, platform)
         weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
         return _path_plan(covered(ens, weights), weights, chunk=chunk, tables=kind == "path"), kind, rows
     background = np.asarray(background, np.float32)
     if ens.depth > MAX_PAIR_DEPTH:
-        rows, chunk = _step(ens, "deep_interventional")
+        rows, chunk = _step(ens, "deep_interventional", platform)
         plan = _path_plan(ens, ens.leaf_weights, chunk=chunk, tables=False)
         return (plan, _background_blocks(background)), "deep_interventional", rows
     kind = "table"
-    rows, chunk = _step(ens, kind)
+    rows, chunk = _step(ens, kind, platform)
     plan = _path_plan(ens, ens.leaf_weights, chunk=chunk)
     histogram = sum_rows(_pattern_histogram_kernel, (ens, plan), (background, np.ones(len(background), np.float32)),
                          batch_size=batch_size, devices=devices, fn_name=fn_name)
@@ -785,7 +802,7 @@ def tree_shap_interaction_values(ens: TreeEnsemble, x: Any, *, batch_size: int |
     check_tree_ensemble(ens, fn_name)
     weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
     kind = "pairs" if ens.depth <= MAX_PAIR_DEPTH else "deep_pairs"
-    rows, chunk = _step(ens, kind)
+    rows, chunk = _step(ens, kind, _platform(devices, x, fn_name))
     if kind == "pairs":
         plan = _interaction_plan(covered(ens, weights), weights, chunk=chunk)
     else:

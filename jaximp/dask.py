@@ -138,38 +138,31 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
 # Permutation importance
 
 
-def _permuted_loss_chunk(ens: Any, groups: list, x: np.ndarray, donors: np.ndarray, y: np.ndarray,
-                         w: Any) -> np.ndarray:
-    """``f64[G + 2]``: the chunk's weight, its weighted loss, and its weighted loss with each
-    group's columns taken from ``donors`` (the rows whose values each row receives)."""
-    from jaximp._metrics import as_targets, model_loss
-    from jaximp._permutation import _oblivious_predictions
-    from jaximp._tree_model import TreeEnsemble
-    from jaximp._tree_permutation import tree_permuted_predictions
+def _permuted_score_chunk(ens: Any, groups: list, score: Any, x: np.ndarray, donors: np.ndarray, y: np.ndarray,
+                          w: Any) -> np.ndarray:
+    """``f64[1 + (G + 1) S]``: the chunk's weight, then its weighted sums of the score's row terms
+    without and with each group's columns taken from ``donors`` (the rows whose values each row
+    receives), scored block by block on the worker's device."""
+    from jaximp._metrics import as_targets
+    from jaximp._permutation import permuted_sums
 
     fn_name = "jaximp.dask.permutation_importance"
     n = len(x)
     targets = as_targets(np.asarray(y), ens, n, fn_name)
-    weights = np.ones(n) if w is None else np.asarray(w, np.float64)
+    weights = np.ones(n, np.float32) if w is None else np.asarray(w, np.float32)
     both = np.concatenate([np.asarray(x, np.float32), np.asarray(donors, np.float32)])
     own, donor = np.arange(n), n + np.arange(n)  # row i receives its group's values from row n + i
-    if isinstance(ens, TreeEnsemble):
-        raw, permuted = tree_permuted_predictions(ens, both, groups, own, donor[:, None], batch_size=None,
-                                                  devices=None, fn_name=fn_name)
-    else:
-        raw, permuted = _oblivious_predictions(ens, both, groups, own[None], donor[None], batch_size=None,
-                                               devices=None, fn_name=fn_name)
-    loss = model_loss(ens, "jaximp.dask.permutation_importance")
-    stacked = np.concatenate([np.asarray(raw)[:, None], np.asarray(permuted)[:, 0]], axis=1)  # [n, G + 1, K]
-    rows = np.stack([np.asarray(loss.row_loss(targets, stacked[:, g])) for g in range(stacked.shape[1])], 1)
-    return np.concatenate([[weights.sum()], weights @ rows.astype(np.float64)])
+    sums = permuted_sums(ens, both, groups, own, donor[:, None], targets, weights[:, None], score,
+                         batch_size=None, devices=None, fn_name=fn_name)  # [1, G + 1, S]
+    return np.concatenate([[weights.astype(np.float64).sum()], sums.reshape(-1)])
 
 
-def permutation_importance(ens: Any, X: Any, y: Any, *, n_repeats: int = 5, random_state: Any = None,
-                           sample_weight: Any = None, max_samples: float = 1.0, feature_groups: Any = None,
-                           **compute_kwargs: Any):
-    """Permutation importance (``jaximp.permutation_importance``) of rows in a dask array, scored
-    with the model's own loss, computed now.
+def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_repeats: int = 5,
+                           random_state: Any = None, sample_weight: Any = None, max_samples: float = 1.0,
+                           feature_groups: Any = None, **compute_kwargs: Any):
+    """Permutation importance (``jaximp.permutation_importance``) of rows in a dask array, computed
+    now, for scores that are sums over rows: the model's own loss and the scorers MSE, RMSE,
+    MAE, accuracy, log loss and Brier score.
 
     Repeat ``r`` draws the same row permutation as the in-memory function for the same
     ``random_state`` (on the client: one index per row and repeat), gathers each row's donor
@@ -182,21 +175,24 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, n_repeats: int = 5, rand
         ens: a numeric model (``ObliviousEnsemble`` or ``TreeEnsemble``).
         X: ``dask.array [N, F]``.
         y: ``[N]`` targets (NumPy or dask array), class labels of a classifier.
+        scoring: None (the model's loss) or one of ``"neg_mean_squared_error"``,
+            ``"neg_root_mean_squared_error"``, ``"neg_mean_absolute_error"``, ``"accuracy"``,
+            ``"neg_log_loss"``, ``"neg_brier_score"`` (others are not sums over rows or need the
+            targets' totals: compute them in memory).
         n_repeats, random_state, sample_weight, max_samples, feature_groups: as for
-            ``jaximp.permutation_importance``; ``scoring`` is the model's loss (other scorers
-            are not sums over rows: compute them in memory).
+            ``jaximp.permutation_importance``.
         **compute_kwargs: passed to ``dask.compute``.
 
     Returns:
         ``sklearn.utils.Bunch(importances_mean, importances_std, importances [G, R])``.
 
     Raises:
-        TypeError, ValueError: bad arguments, a model with categorical features or a loss
-            jaximp does not know.
+        TypeError, ValueError: bad arguments, a model with categorical features, a loss
+            jaximp does not know or a scorer that is not a sum over rows.
     """
     from sklearn.utils import Bunch
 
-    from jaximp._metrics import model_loss
+    from jaximp._metrics import ROW_SCORES, resolve_scoring, row_score, task_of
     from jaximp._permutation import _check_max_samples, _check_repeats, _row_draws, as_key
     from jaximp._permutation_groups import check_groups, evaluated_groups
 
@@ -206,7 +202,12 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, n_repeats: int = 5, rand
                          "use jaximp.permutation_importance in memory")
     if not isinstance(X, da.Array) or X.ndim != 2:
         raise TypeError(f"{fn_name}: X must be a 2-d dask.array [N, F]; got {type(X).__name__}")
-    loss = model_loss(ens, fn_name)
+    resolve_scoring(scoring, ens, task_of(ens, fn_name), fn_name)
+    score = row_score(scoring, ens)
+    if score is None or scoring == "r2":
+        names = sorted(name for name in ROW_SCORES if name != "r2")
+        raise ValueError(f"{fn_name}: scoring must be None (the model's loss) or one of {names} on Dask; "
+                         f"got {scoring!r} (compute it in memory with jaximp.permutation_importance)")
     X = X.rechunk({1: -1}).astype(np.float32)
     if any(np.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()
@@ -219,7 +220,7 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, n_repeats: int = 5, rand
     n_sub = _check_max_samples(max_samples, n, fn_name)
     groups, _ = evaluated_groups(ens, check_groups(feature_groups, ens, fn_name))
     shipped = _ship(ens)
-    task = dask.delayed(_permuted_loss_chunk, pure=True)
+    task = dask.delayed(_permuted_score_chunk, pure=True)
     sums = []
     for take, source in _row_draws(as_key(random_state, fn_name), repeats, n, n_sub):
         rows = X if n_sub == n else X[take]
@@ -228,10 +229,11 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, n_repeats: int = 5, rand
                  for a in (y if n_sub == n else y[take], w if (w is None or n_sub == n) else w[take])
                  if a is not None]
         ys, ws = parts[0], (parts[1] if w is not None else [None] * len(parts[0]))
-        sums.append([task(shipped, groups, xc, dc, yc, wc) for xc, dc, yc, wc in
+        sums.append([task(shipped, groups, score, xc, dc, yc, wc) for xc, dc, yc, wc in
                      zip(rows.to_delayed()[:, 0], donors.to_delayed()[:, 0], ys, ws)])
-    totals = np.asarray([np.sum(parts, axis=0) for parts in dask.compute(*sums, **compute_kwargs)])  # [R, G + 2]
-    scores = -np.asarray(loss.final(totals[:, 1:], totals[:, :1]))  # [R, G + 1]
+    totals = np.asarray([np.sum(parts, axis=0) for parts in dask.compute(*sums, **compute_kwargs)])
+    weight, sums = totals[:, 0], totals[:, 1:].reshape(repeats, len(groups) + 1, -1)  # [R], [R, G + 1, S]
+    scores = np.stack([score.final(sums[r], weight[r], None, None) for r in range(repeats)])  # [R, G + 1]
     importances = (scores[:, :1] - scores[:, 1:]).T  # [G, R]
     return Bunch(importances_mean=importances.mean(axis=1), importances_std=importances.std(axis=1),
                  importances=importances)

@@ -77,7 +77,8 @@ def test_bad_input(model):
         jaximp.dask.predict(ens, da.from_array(X[:, 0]))
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]])])
+@pytest.mark.parametrize("kw", [dict(), dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]]),
+                                dict(scoring="accuracy", sample_weight=True)])
 def test_permutation_importance_equals_memory(client, model, kw):
     ens, X = model
     _, _, y, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
@@ -90,6 +91,14 @@ def test_permutation_importance_equals_memory(client, model, kw):
     np.testing.assert_allclose(got.importances, expected.importances, rtol=1e-5, atol=1e-5 * scale)
     unused = np.all(expected.importances == 0, axis=1)
     np.testing.assert_array_equal(got.importances[unused], 0.0)
+
+
+def test_permutation_importance_refuses_scores_that_are_not_sums_over_rows(model):
+    ens, X = model
+    _, _, y, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
+    for scoring in ("roc_auc_ovr", "f1_macro"):
+        with pytest.raises(ValueError, match="scoring must be None .the model's loss. or one of"):
+            jaximp.dask.permutation_importance(ens, da.from_array(X, chunks=(150, -1)), y, scoring=scoring)
 
 
 def test_permutation_importance_of_non_symmetric_trees(client, tmp_path):

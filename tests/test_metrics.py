@@ -208,3 +208,48 @@ def test_resolve_scoring_names_the_valid_scorers():
         m.resolve_scoring("accuracy", ens, "regression", "f")
     with pytest.raises(TypeError, match="f: scoring must be None, a scorer name or a function"):
         m.resolve_scoring(3, ens, "regression", "f")
+
+
+def _row_score_value(score, y, raw, w):
+    """A RowScore's value: its row terms summed with weights in float64, then its final."""
+    raw2 = np.float32(raw).reshape(len(raw), -1)
+    terms = np.asarray(jax.jit(score.rows)(y, raw2), np.float64)  # [n, S]
+    w = np.ones(len(y)) if w is None else np.asarray(w, np.float64)
+    return float(score.final(w @ terms, w.sum(), y, w))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("name", sorted(m.ROW_SCORES))
+def test_row_scores_equal_their_scorers(name, weighted):
+    """Every score that permutation importance sums inside its kernel (``RowScore``) equals the
+    scorer of the same name computed on all rows at once, on each task it is defined for."""
+    rng = np.random.default_rng(5)
+    w = _weights(rng, weighted)
+    _, tasks = m.SCORERS[name]
+    for task in tasks:
+        if task in ("regression", "multiregression"):
+            y, raw = _regression_data(rng, 1 if task == "regression" else K)
+        elif task == "binary":
+            y = rng.integers(0, 2, N).astype(np.float32)
+            raw = rng.normal(size=N).astype(np.float32)
+        else:
+            y = rng.integers(0, K, N).astype(np.int32)
+            raw = rng.normal(size=(N, K)).astype(np.float32)
+        expected = _jax(m.SCORERS[name][0], y, raw, w)
+        np.testing.assert_allclose(_row_score_value(m.ROW_SCORES[name], y, raw, w), expected, rtol=RTOL,
+                                   atol=ATOL, err_msg=f"{name} {task}")
+
+
+@pytest.mark.parametrize("kind, loss", [("regression", "RMSE"), ("binary", "Logloss"), ("multiclass", "MultiClass"),
+                                        ("multiregression", "MultiRMSE")])
+def test_model_loss_row_scores_equal_minus_the_loss(kind, loss):
+    model, X, y, w = train(kind, depth=3, iterations=5, weighted=True)
+    ens = jaximp.from_catboost(model)
+    raw = np.asarray(ens.predict(X))
+    targets = m.as_targets(y, ens, len(y), "test")
+    weights = as_weights(w, len(y), "test")
+    expected = _jax(m.loss_score(m.model_loss(ens, "test")), targets, raw, weights)
+    np.testing.assert_allclose(_row_score_value(m.row_score(None, ens), targets, raw, weights), expected,
+                               rtol=RTOL, atol=ATOL)
+    assert m.row_score(None, ens) is m.row_score(None, ens)  # one object per loss: a static argument
+    assert m.row_score("roc_auc", ens) is None and m.row_score(lambda y, r, w: 0.0, ens) is None

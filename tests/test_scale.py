@@ -9,6 +9,7 @@ in float64 (global importances add float32 sums of 1024-row blocks, so they agre
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -222,19 +223,24 @@ def test_one_two_and_four_devices_give_identical_numbers(tmp_path):
     path = tmp_path / "model.cbm"
     model.save_model(str(path))
     np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
     out = run_python(f"""
         import json, numpy as np, jax, jaximp
         assert len(jax.devices()) == 4
         ens = jaximp.from_catboost({str(path)!r})
-        X = np.load({str(tmp_path / "X.npy")!r})
+        X, y = np.load({str(tmp_path / "X.npy")!r}), np.load({str(tmp_path / "y.npy")!r})
         fns = dict(predict=lambda d: jaximp.predict(ens, X, devices=d, batch_size=64),
                    leaves=lambda d: jaximp.leaf_indices(ens, X, devices=d),
                    shap=lambda d: jaximp.shap_values(ens, X, devices=d, batch_size=100),
-                   importance=lambda d: jaximp.shap_importance(ens, X, devices=d))
+                   importance=lambda d: jaximp.shap_importance(ens, X, devices=d),
+                   permutation=lambda d: jaximp.permutation_importance(ens, X, y, n_repeats=2, random_state=0,
+                                                                       devices=d, batch_size=64).importances,
+                   loss_change=lambda d: jaximp.loss_function_change(ens, X, y, devices=d, batch_size=64))
         same = {{name: all(np.array_equal(fn(1), fn(d)) for d in (2, 4)) for name, fn in fns.items()}}
         print(json.dumps(same))
     """, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
-    assert json.loads(out.strip().splitlines()[-1]) == dict(predict=True, leaves=True, shap=True, importance=True)
+    assert json.loads(out.strip().splitlines()[-1]) == dict(predict=True, leaves=True, shap=True, importance=True,
+                                                            permutation=True, loss_change=True)
 
 
 def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
@@ -349,13 +355,56 @@ def test_explain_files_bad_input(tmp_path):
 def test_calls_of_several_steps_show_progress(monkeypatch, capfd):
     """A bar appears once a call of several steps lasts over _PROGRESS_DELAY (here 0 s); one step,
     or progress=False, shows none."""
-    model, X, _, _ = train("regression", n=3000)
+    model, X, y, _ = train("regression", n=3000)
     ens = jaximp.from_catboost(model)
     monkeypatch.setattr(_batching, "_PROGRESS_DELAY", 0.0)
-    for fn in (jaximp.shap_values, jaximp.predict, jaximp.leaf_indices, jaximp.shap_importance):
+    with_targets = [functools.partial(fn, y=y) for fn in (jaximp.loss_function_change, jaximp.permutation_importance)]
+    for fn in (jaximp.shap_values, jaximp.predict, jaximp.leaf_indices, jaximp.shap_importance, *with_targets):
+        fn.__name__ = getattr(fn, "func", fn).__name__
         capfd.readouterr()
         fn(ens, X, batch_size=1024)
         assert fn.__name__ in capfd.readouterr().err, fn.__name__
         fn(ens, X, batch_size=1024, progress=False)
         fn(ens, X)  # one step
         assert capfd.readouterr().err == "", fn.__name__
+
+
+def test_importances_with_targets_live_where_the_rows_are(ensemble):
+    """LossFunctionChange and permutation importance of rows on a device: computed there, only
+    per-block sums come back, and the result is a jax.Array on that device equal to the host one."""
+    ens, X = ensemble
+    x = X[:300]
+    y = np.argmax(np.asarray(jaximp.predict(ens, x)), axis=1)
+    y[::5] = (y[::5] + 1) % ens.n_outputs  # a model that is sometimes wrong
+    device = jax.devices()[-1]
+    on_device = jax.device_put(jnp.asarray(x), device)
+    calls = {
+        "loss_function_change": lambda rows: jaximp.loss_function_change(ens, rows, y),
+        "permutation_importance": lambda rows: jaximp.permutation_importance(ens, rows, y, n_repeats=2,
+                                                                             random_state=0).importances,
+        "permutation_importance roc_auc_ovr": lambda rows: jaximp.permutation_importance(
+            ens, rows, y, scoring="roc_auc_ovr", n_repeats=2, random_state=0).importances,
+    }
+    for name, fn in calls.items():
+        host, resident = fn(x), fn(on_device)
+        assert isinstance(host, np.ndarray), name
+        assert isinstance(resident, jax.Array) and resident.devices() == {device}, name
+        np.testing.assert_allclose(np.asarray(resident), host, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch, tmp_path_factory):
+    """TreeEnsemble SHAP sizes its steps for CPU caches on CPUs only; the accelerator choice (wider
+    row steps, more trees per chunk), run here on the CPU, gives the same values."""
+    from jaximp import _tree_shap
+
+    ens, X = tree_model(tmp_path_factory)
+    assert _tree_shap._step(ens, "path", "gpu") != _tree_shap._step(ens, "path", "cpu")
+    backgrounds = {"path_dependent": None, "interventional": X[:50]}
+    expected = {m: jaximp.shap_values(ens, X, method=m, background=b) for m, b in backgrounds.items()}
+    expected["interactions"] = jaximp.shap_interaction_values(ens, X[:64])
+    monkeypatch.setattr(_tree_shap, "_platform", lambda devices, x, fn_name: "gpu")
+    for m, b in backgrounds.items():
+        np.testing.assert_allclose(jaximp.shap_values(ens, X, method=m, background=b), expected[m],
+                                   rtol=1e-5, atol=1e-6, err_msg=m)
+    np.testing.assert_allclose(jaximp.shap_interaction_values(ens, X[:64]), expected["interactions"],
+                               rtol=1e-5, atol=1e-6)

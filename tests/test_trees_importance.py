@@ -281,8 +281,8 @@ def test_bad_inputs_raise_clear_errors():
     stripped = tree_ensemble_from_json(no_loss)
     with pytest.raises(ValueError, match="loss_function"):
         jaximp.loss_function_change(stripped, X, y)
-    with pytest.raises(TypeError, match="split_importance: ens must be a jaximp.ObliviousEnsemble"):
-        jaximp.split_importance(ens, "gain")
+    with pytest.raises(ValueError, match="split_importance: type must be one of"):
+        jaximp.split_importance(ens, "mdi")
 
 
 @pytest.mark.parametrize("kind", ["regression", "multiclass"])
