@@ -173,8 +173,9 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
 
     Args:
         ens: a numeric model (``ObliviousEnsemble`` or ``TreeEnsemble``).
-        X: ``dask.array [N, F]``.
-        y: ``[N]`` targets (NumPy or dask array), class labels of a classifier.
+        X: ``dask.array [N, F]``, or a dask DataFrame of numeric columns (matched to the model's
+            feature names when it has them all).
+        y: ``[N]`` targets (NumPy or dask array, dask Series), class labels of a classifier.
         scoring: None (the model's loss) or one of ``"neg_mean_squared_error"``,
             ``"neg_root_mean_squared_error"``, ``"neg_mean_absolute_error"``, ``"accuracy"``,
             ``"neg_log_loss"``, ``"neg_brier_score"`` (others are not sums over rows or need the
@@ -200,8 +201,12 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
     if ens.featurizer is not None:
         raise ValueError(f"{fn_name}: models with categorical features are not supported on Dask yet; "
                          "use jaximp.permutation_importance in memory")
+    if hasattr(X, "to_dask_array") and hasattr(X, "columns"):  # a dask DataFrame of numeric columns
+        names = list(ens.feature_names)
+        X = (X[names] if set(names) <= set(X.columns) else X).to_dask_array(lengths=True)
+    y, sample_weight = (a.to_dask_array(lengths=True) if hasattr(a, "to_dask_array") else a for a in (y, sample_weight))
     if not isinstance(X, da.Array) or X.ndim != 2:
-        raise TypeError(f"{fn_name}: X must be a 2-d dask.array [N, F]; got {type(X).__name__}")
+        raise TypeError(f"{fn_name}: X must be a 2-d dask.array [N, F] or a dask DataFrame; got {type(X).__name__}")
     resolve_scoring(scoring, ens, task_of(ens, fn_name), fn_name)
     score = row_score(scoring, ens)
     if score is None or scoring == "r2":

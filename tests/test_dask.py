@@ -93,6 +93,21 @@ def test_permutation_importance_equals_memory(client, model, kw):
     np.testing.assert_array_equal(got.importances[unused], 0.0)
 
 
+def test_permutation_importance_of_a_dataframe_equals_memory(client, model):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    ens, X = model
+    _, _, y, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
+    frame = pd.DataFrame(X, columns=list(ens.feature_names)).iloc[:, ::-1]  # columns matched by name
+    expected = jaximp.permutation_importance(ens, X, y, n_repeats=2, random_state=1)
+    got = jaximp.dask.permutation_importance(ens, dd.from_pandas(frame, npartitions=3),
+                                             dd.from_pandas(pd.Series(y), npartitions=3), n_repeats=2,
+                                             random_state=1)
+    scale = float(np.abs(expected.importances).max())
+    np.testing.assert_allclose(got.importances, expected.importances, rtol=1e-5, atol=1e-5 * scale)
+
+
 def test_permutation_importance_refuses_scores_that_are_not_sums_over_rows(model):
     ens, X = model
     _, _, y, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
