@@ -21,6 +21,7 @@ from jaximp._shap import shap_importance as shap_importance
 from jaximp._shap import shap_interaction_importance as shap_interaction_importance
 from jaximp._shap import shap_interaction_values as shap_interaction_values
 from jaximp._shap import shap_values as shap_values
+from jaximp._sklearn import from_sklearn as from_sklearn
 from jaximp._tree_model import TreeEnsemble as TreeEnsemble
 
 __version__ = "0.1.0"
@@ -33,6 +34,7 @@ __all__ = [
     "expected_value",
     "explain_files",
     "from_catboost",
+    "from_sklearn",
     "get_feature_importance",
     "interaction",
     "leaf_indices",

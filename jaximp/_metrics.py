@@ -53,7 +53,14 @@ def check_loss_known(ens: ObliviousEnsemble, fn_name: str) -> None:
 
 
 def task_of(ens: ObliviousEnsemble, fn_name: str = "task_of") -> Task:
-    """The model's output kind, from its loss and number of outputs."""
+    """The model's output kind, from its loss and number of outputs.
+
+    A model with no loss but one output per class (scikit-learn's tree and forest classifiers,
+    whose outputs are class probabilities) is "multiclass": scorers of the highest-scoring
+    class apply to it, not those that read its outputs as logits (see :func:`resolve_scoring`).
+    """
+    if not ens.loss_function and ens.n_outputs > 1 and len(ens.class_names) == ens.n_outputs:
+        return "multiclass"
     check_loss_known(ens, fn_name)
     if ens.loss_function in _BINARY_LOSSES:
         return "binary"
@@ -402,6 +409,11 @@ def resolve_scoring(scoring: Any, ens: ObliviousEnsemble, task: Task, fn_name: s
         raise ValueError(
             f"{fn_name}: scoring {scoring!r} needs softmax probabilities; a MultiClassOneVsAll "
             f"model's are not (use 'accuracy', 'balanced_accuracy' or a function)"
+        )
+    if scoring in _PROBABILITY_SCORERS and not ens.loss_function:
+        raise ValueError(
+            f"{fn_name}: scoring {scoring!r} needs the model's logits; this model has no loss and its "
+            f"outputs are not logits (use 'accuracy', 'balanced_accuracy', 'f1_macro' or a function)"
         )
     return fn
 

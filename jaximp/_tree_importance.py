@@ -99,19 +99,21 @@ def tree_prediction_values_change(ens: TreeEnsemble, leaf_weights: Array | None 
 
 
 def _reachable(ens: TreeEnsemble) -> Array:
-    """``bool[T, M]`` the real splits: internal nodes a row can reach whose border is finite.
+    """``bool[T, M]`` the real splits: internal nodes a row can reach whose right side a row
+    can take (a finite border, or NaN going right).
 
     Padding is never reached, and ``from_oblivious`` pads a shallower tree's missing depths with
-    splits at ``+inf``, whose right subtrees no row reaches either.
+    splits at ``+inf``, whose right subtrees no row reaches either; a split at ``+inf`` that sends
+    NaN right is a real split on missing values (scikit-learn's trees and HistGradientBoosting).
     """
     node_parent, node_side, _, _ = parents(ens)
-    finite = jnp.isfinite(ens.node_borders)
+    two_sided = jnp.isfinite(ens.node_borders) | ens.node_nan_right
     up = jnp.maximum(node_parent, 0)
-    open_edge = (node_parent >= 0) & ((node_side == 0) | jnp.take_along_axis(finite, up, axis=1))
+    open_edge = (node_parent >= 0) & ((node_side == 0) | jnp.take_along_axis(two_sided, up, axis=1))
     reach = (jnp.arange(ens.n_nodes) == 0)[None, :] & (ens.roots[:, None] == 0)
     for _ in range(ens.depth):  # one level further down per step
         reach = reach | (open_edge & jnp.take_along_axis(reach, up, axis=1))
-    return reach & finite
+    return reach & two_sided
 
 
 @functools.partial(jax.jit, static_argnames="type")
