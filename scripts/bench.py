@@ -348,8 +348,100 @@ def depthwise_workloads(_model, _ens, quick: bool) -> list[Workload]:
     ]
 
 
+def library_models(quick: bool) -> dict:
+    """Cached models of the other libraries on the reference distribution (100k rows x 50):
+    XGBoost 500 trees of depth 8, LightGBM 500 trees of 127 leaves, a scikit-learn
+    RandomForest of 300 trees of depth 8 (fewer with --quick)."""
+    import pickle
+
+    import lightgbm
+    import xgboost
+    from sklearn.ensemble import RandomForestRegressor
+
+    n_trees, rows = (50, 20_000) if quick else (500, 100_000)
+    X, y = explained_rows(rows, seed=0)
+    threads = os.cpu_count()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    paths = {name: CACHE / f"{name}-{n_trees}.{ext}" for name, ext in
+             (("xgboost", "json"), ("lightgbm", "txt"), ("forest", "pkl"))}
+    if not paths["xgboost"].exists():
+        xgboost.XGBRegressor(n_estimators=n_trees, max_depth=8, learning_rate=0.1, tree_method="hist",
+                             n_jobs=threads, random_state=0).fit(X, y).get_booster().save_model(paths["xgboost"])
+    if not paths["lightgbm"].exists():
+        lightgbm.LGBMRegressor(n_estimators=n_trees, num_leaves=127, learning_rate=0.1, n_jobs=threads,
+                               verbose=-1, random_state=0).fit(X, y).booster_.save_model(paths["lightgbm"])
+    if not paths["forest"].exists():
+        forest = RandomForestRegressor(n_estimators=300 if not quick else 30, max_depth=8, n_jobs=threads,
+                                       random_state=0).fit(X[:20_000], y[:20_000])
+        paths["forest"].write_bytes(pickle.dumps(forest))
+    booster = xgboost.Booster(model_file=str(paths["xgboost"]))
+    booster.set_param({"nthread": threads})
+    return dict(xgboost=booster, lightgbm=lightgbm.Booster(model_file=str(paths["lightgbm"])),
+                forest=pickle.loads(paths["forest"].read_bytes()))
+
+
+def library_workloads(_model, _ens, quick: bool) -> list[Workload]:
+    """Issue 12: XGBoost, LightGBM and scikit-learn models imported as TreeEnsemble, against each
+    library's own multi-threaded C++ SHAP (all cores), shap's TreeExplainer and WOODELF."""
+    import shap
+    import xgboost
+
+    import jaximp
+
+    models = library_models(quick)
+    threads = os.cpu_count()
+    ours = dict(xgboost=jaximp.from_xgboost(models["xgboost"]), lightgbm=jaximp.from_lightgbm(models["lightgbm"]),
+                forest=jaximp.from_sklearn(models["forest"]))
+    X, _ = explained_rows(1_000 if quick else 10_000, seed=7)
+    X_lgb = X[: 500 if quick else 2_000]  # LightGBM's pred_contrib takes minutes on 10k rows of 127-leaf trees
+    X1k, bg1k = X[:1_000], explained_rows(1_000, seed=8)[0]
+    X_forest = X[:1_000]
+
+    def contribs(ref, ours_phi):
+        return max_abs_diff(np.asarray(ref)[:, :-1], ours_phi)
+
+    rows = [
+        Workload("XGBoost depth 8: SHAP path-dependent", len(X), f"XGBoost pred_contribs nthread={threads}",
+                 lambda: models["xgboost"].predict(xgboost.DMatrix(X), pred_contribs=True),
+                 lambda: jaximp.shap_values(ours["xgboost"], X), contribs, 1),
+        Workload("LightGBM 127 leaves: SHAP path-dependent", len(X_lgb), f"LightGBM pred_contrib num_threads={threads}",
+                 lambda: models["lightgbm"].predict(X_lgb, pred_contrib=True, num_threads=threads),
+                 lambda: jaximp.shap_values(ours["lightgbm"], X_lgb), contribs, 1),
+        Workload("RandomForest 300 trees: SHAP path-dependent", len(X_forest), "shap TreeExplainer",
+                 lambda: shap.TreeExplainer(models["forest"]).shap_values(X_forest, check_additivity=False),
+                 lambda: jaximp.shap_values(ours["forest"], X_forest), max_abs_diff, 1),
+        Workload("XGBoost depth 8: SHAP interventional, 1,000 background", len(X1k), "shap TreeExplainer",
+                 lambda: shap.TreeExplainer(models["xgboost"], data=bg1k, feature_perturbation="interventional")
+                 .shap_values(X1k, check_additivity=False),
+                 lambda: jaximp.shap_values(ours["xgboost"], X1k, method="interventional", background=bg1k),
+                 max_abs_diff, 1),
+        Workload("LightGBM 127 leaves: SHAP interventional, 1,000 background", len(X1k), "shap TreeExplainer",
+                 lambda: shap.TreeExplainer(models["lightgbm"], data=bg1k, feature_perturbation="interventional")
+                 .shap_values(X1k, check_additivity=False),
+                 lambda: jaximp.shap_values(ours["lightgbm"], X1k, method="interventional", background=bg1k),
+                 max_abs_diff, 1),
+    ]
+    try:
+        import pandas as pd
+        from woodelf import WoodelfExplainer
+    except ImportError:
+        print("woodelf-explainer not installed (pip install -e '.[bench]'): skipping the WOODELF rows")
+        return rows
+    for name in ("xgboost", "lightgbm"):
+        label = "XGBoost depth 8" if name == "xgboost" else "LightGBM 127 leaves"
+        rows.append(Workload(
+            f"{label}: SHAP interventional, 1,000 background", len(X1k), "WOODELF WoodelfExplainer",
+            lambda m=models[name]: np.asarray(WoodelfExplainer(m, pd.DataFrame(bg1k),
+                                                               feature_perturbation="interventional")
+                                              .shap_values(pd.DataFrame(X1k), verbose=False)),
+            lambda e=ours[name]: jaximp.shap_values(e, X1k, method="interventional", background=bg1k),
+            max_abs_diff, 1))
+    return rows
+
+
 WORKLOADS = {"core": core_workloads, "model": model_workloads, "shap": shap_workloads,
-             "data": data_workloads, "categorical": categorical_workloads, "depthwise": depthwise_workloads}
+             "data": data_workloads, "categorical": categorical_workloads, "depthwise": depthwise_workloads,
+             "libraries": library_workloads}
 
 
 def background_scaling(model, ens, quick: bool) -> list[dict]:
