@@ -22,6 +22,7 @@ from jaximp._shap import shap_interaction_importance as shap_interaction_importa
 from jaximp._shap import shap_interaction_values as shap_interaction_values
 from jaximp._shap import shap_values as shap_values
 from jaximp._tree_model import TreeEnsemble as TreeEnsemble
+from jaximp._xgboost import from_xgboost as from_xgboost
 
 __version__ = "0.1.0"
 
@@ -33,6 +34,7 @@ __all__ = [
     "expected_value",
     "explain_files",
     "from_catboost",
+    "from_xgboost",
     "get_feature_importance",
     "interaction",
     "leaf_indices",
