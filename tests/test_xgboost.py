@@ -72,8 +72,21 @@ def trained(name, rounds=8):
     return booster, jaximp.from_xgboost(booster), X
 
 
+FAST = ("squarederror", "softprob")  # the rest of GRID runs with -m slow (compile time)
+
+
+def grid(names, fast=FAST):
+    """``names`` as parameters, those not in ``fast`` marked slow."""
+    return [pytest.param(name, marks=() if name in fast else pytest.mark.slow) for name in names]
+
+
 @pytest.fixture(scope="module", params=list(GRID))
 def case(request):
+    return trained(request.param)
+
+
+@pytest.fixture(scope="module", params=grid(GRID))
+def shap_case(request):
     return trained(request.param)
 
 
@@ -132,8 +145,9 @@ def test_bias_and_loss_function():
 # 2. Split importances ----------------------------------------------------------------------
 
 
-def test_split_importance_matches_get_score(case):
-    booster, ens, _ = case
+@pytest.mark.parametrize("name", grid(GRID, fast=("forest-softprob",)))
+def test_split_importance_matches_get_score(name):
+    booster, ens, _ = trained(name)
     for type in TYPES:
         score = booster.get_score(importance_type=type)
         expected = [score.get(f"f{i}", 0.0) for i in range(ens.n_features)]
@@ -149,9 +163,8 @@ def test_feature_names_from_a_data_frame():
     booster = xgb.train(dict(max_depth=3, nthread=1), xgb.DMatrix(frame, y), num_boost_round=5)
     ens = jaximp.from_xgboost(booster)
     assert ens.feature_names == tuple(frame.columns)
-    for type in TYPES:
-        score = booster.get_score(importance_type=type)
-        assert_close(jaximp.split_importance(ens, type), [score.get(name, 0.0) for name in frame.columns])
+    score = booster.get_score(importance_type="total_gain")
+    assert_close(jaximp.split_importance(ens, "total_gain"), [score.get(name, 0.0) for name in frame.columns])
     shuffled = frame[list(reversed(frame.columns))]  # matched by name
     assert_close(jaximp.predict(ens, shuffled), booster.predict(xgb.DMatrix(frame), output_margin=True))
 
@@ -159,8 +172,8 @@ def test_feature_names_from_a_data_frame():
 # 3. SHAP -----------------------------------------------------------------------------------
 
 
-def test_shap_values_match_pred_contribs(case):
-    booster, ens, X = case
+def test_shap_values_match_pred_contribs(shap_case):
+    booster, ens, X = shap_case
     x = rows(X)
     expected = contributions(booster, x, pred_contribs=True)  # [N, F+1, K]
     got = jaximp.shap_values(ens, x)
@@ -168,8 +181,9 @@ def test_shap_values_match_pred_contribs(case):
     assert_close(np.reshape(jaximp.expected_value(ens), -1), expected[0, -1])
 
 
-def test_approximate_matches_approx_contribs(case):
-    booster, ens, X = case
+@pytest.mark.parametrize("name", grid(GRID, fast=("logistic", "softprob", "dart")))
+def test_approximate_matches_approx_contribs(name):
+    booster, ens, X = trained(name)
     x = rows(X)
     expected = contributions(booster, x, pred_contribs=True, approx_contribs=True)
     got = jaximp.shap_values(ens, x, method="approximate")
@@ -177,7 +191,7 @@ def test_approximate_matches_approx_contribs(case):
     assert_close(np.reshape(jaximp.expected_value(ens, method="approximate"), -1), expected[0, -1])
 
 
-@pytest.mark.parametrize("name", ["squarederror", "softprob", "reg-logistic-lossguide"])
+@pytest.mark.parametrize("name", grid(["softprob", "reg-logistic-lossguide", "squarederror"], fast=("softprob",)))
 def test_interaction_values_match_pred_interactions(name):
     booster, ens, X = trained(name)
     x = rows(X, 30)
@@ -186,7 +200,7 @@ def test_interaction_values_match_pred_interactions(name):
     assert_close(np.reshape(got, expected.shape), expected)
 
 
-@pytest.mark.parametrize("name", ["squarederror", "logistic", "softprob"])
+@pytest.mark.parametrize("name", grid(["softprob", "squarederror", "poisson"], fast=("softprob",)))
 def test_interventional_matches_shap(name):
     booster, ens, X = trained(name)
     x, background = rows(X, 30), X[100:140]
@@ -253,7 +267,10 @@ def brute_force(model_json, x, background=None):
     return out
 
 
-@pytest.mark.parametrize("kind, interventional", list(itertools.product(["regression", "multiclass"], [False, True])))
+@pytest.mark.parametrize("kind, interventional", [
+    ("multiclass", False), ("regression", True),
+    pytest.param("regression", False, marks=pytest.mark.slow), pytest.param("multiclass", True, marks=pytest.mark.slow),
+])
 def test_brute_force(kind, interventional):
     X, y = data(kind, n=300, n_features=4)
     params = dict(max_depth=3, eta=0.5, nthread=1, seed=0)
@@ -271,8 +288,7 @@ def test_brute_force(kind, interventional):
 # 4. Permutation importance -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, weighted, max_samples", [("squarederror", False, 1.0), ("logistic", True, 0.6),
-                                                         ("softprob", False, 0.8)])
+@pytest.mark.parametrize("name, weighted, max_samples", [("logistic", True, 0.6), ("softprob", False, 1.0)])
 def test_permutation_matches_brute_force_with_the_same_draws(name, weighted, max_samples):
     booster, ens, X = trained(name)
     kind = GRID[name][0]
