@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 import jax.numpy as jnp
@@ -119,10 +120,10 @@ def _load(model: Any) -> tuple[dict, tuple, tuple[int, int]]:
             raise ValueError(f"from_xgboost: model must be an XGBoost model or an existing model file; got {path!r}")
         with open(path, "rb") as f:
             return _parse(f.read(), repr(path)), (), (0, 0)
-    module = type(model).__module__ or ""
-    if module.startswith("xgboost") and hasattr(model, "save_raw"):  # a Booster
+    xgboost = sys.modules.get("xgboost")  # imported wherever an XGBoost object exists
+    if xgboost is not None and isinstance(model, xgboost.Booster):
         return _booster_json(model), (), (0, 0)
-    if module.startswith("xgboost") and hasattr(model, "get_booster"):  # an XGBModel
+    if xgboost is not None and isinstance(model, xgboost.XGBModel):
         try:
             booster = model.get_booster()
         except Exception as e:  # XGBoost raises NotFittedError (a ValueError) or its own XGBoostError
@@ -243,6 +244,8 @@ class _Tree:
             n, level = stack.pop()
             order.append(n)
             levels.append(level)
+            if len(order) > len(left):
+                raise ValueError(f"from_xgboost: the XGBoost model is corrupt (tree {t} has a cycle)")
             if left[n] >= 0:
                 stack.append((int(right[n]), level + 1))
                 stack.append((int(left[n]), level + 1))
@@ -251,7 +254,8 @@ class _Tree:
         internal, leaves = order[~is_leaf], order[is_leaf]
         split_type = np.asarray(tree.get("split_type", np.zeros(len(left))), np.int64)
         if np.any(split_type[internal] != 0):
-            features = sorted(set(np.asarray(tree["split_indices"], np.int64)[internal[split_type[internal] != 0]].tolist()))
+            categorical = internal[split_type[internal] != 0]
+            features = sorted(set(np.asarray(tree["split_indices"], np.int64)[categorical].tolist()))
             raise ValueError(f"from_xgboost: tree {t} has categorical splits (on features {features}), "
                              "which jaximp does not import yet; train without enable_categorical "
                              "(one-hot or ordinal codes as numbers) to explain the model with jaximp")
@@ -290,7 +294,8 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
     trees = [_Tree(all_trees[t], t) for t in chosen]
     outputs, drop = tree_info[list(chosen)], drop[list(chosen)]
     if np.any((outputs < 0) | (outputs >= n_outputs)):
-        raise ValueError(f"from_xgboost: tree_info must name outputs below {n_outputs}; got {sorted(set(outputs.tolist()))}")
+        raise ValueError(f"from_xgboost: tree_info must name outputs below {n_outputs}; "
+                         f"got {sorted(set(outputs.tolist()))}")
 
     n_trees = len(trees)
     n_leaves = max(len(tree.values) for tree in trees)

@@ -16,6 +16,9 @@ Oracles, on real models trained here (a few hundred rows, NaN in X, ``nthread=1`
 Tolerances: jaximp sums <= 16 trees in float32 where XGBoost sums in float32 or float64 in
 another order, so values of magnitude ``m`` agree to about ``16 * 6e-8 * m``: ``rtol=1e-5,
 atol=1e-5 * max(1, m)``; leaf indices exactly.
+
+The default run checks SHAP on two models (regression, multiclass); every objective of GRID is
+checked with ``-m slow`` (each model costs seconds of compilation per kernel).
 """
 
 from __future__ import annotations
@@ -125,6 +128,26 @@ def test_predict_and_leaves(case):
     assert_close(got, expected)
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), booster.predict(xgb.DMatrix(x), pred_leaf=True))
     assert ens.n_trees == len(booster.get_dump())
+
+
+@pytest.mark.parametrize("params", [dict(tree_method="exact", gamma=1.0, max_depth=6), dict(min_split_loss=1e9)],
+                         ids=["pruned", "single-leaf"])
+def test_pruned_and_single_leaf_trees(params):
+    """The exact method's pruning leaves deleted nodes in the arrays (``num_deleted`` > 0), never
+    reached from the root; a split loss no split can pay leaves every tree a single leaf."""
+    X, y = data("regression")
+    booster = xgb.train(dict(params, nthread=1), xgb.DMatrix(X, y), num_boost_round=6)
+    trees = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"]
+    ens = jaximp.from_xgboost(booster)
+    x = rows(X, 100)
+    assert_close(jaximp.predict(ens, x), booster.predict(xgb.DMatrix(x), output_margin=True))
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), booster.predict(xgb.DMatrix(x), pred_leaf=True))
+    score = booster.get_score(importance_type="weight")
+    np.testing.assert_array_equal(jaximp.split_importance(ens, "weight"), [score.get(f"f{i}", 0) for i in range(6)])
+    if "gamma" in params:
+        assert sum(int(tree["tree_param"]["num_deleted"]) for tree in trees) > 0
+    else:
+        assert ens.depth == 0 and np.all(np.asarray(ens.roots) == -1)
 
 
 def test_bias_and_loss_function():
@@ -332,7 +355,8 @@ def test_sklearn_models():
     assert_close(jaximp.predict(ens, X), early.predict(X, output_margin=True))
     every = jaximp.from_xgboost(early.get_booster())  # a Booster predicts with every round
     assert every.n_trees == early.get_booster().num_boosted_rounds()
-    ranker = xgb.XGBRanker(n_estimators=4, max_depth=3, nthread=1).fit(X, (y > 0).astype(int), qid=np.repeat(np.arange(4), 100))
+    ranker = xgb.XGBRanker(n_estimators=4, max_depth=3, nthread=1)
+    ranker.fit(X, (y > 0).astype(int), qid=np.repeat(np.arange(4), 100))
     assert_close(jaximp.predict(jaximp.from_xgboost(ranker), X), ranker.predict(X, output_margin=True))
 
 
@@ -409,6 +433,10 @@ def test_bad_sources(tmp_path):
         jaximp.from_xgboost(other)
     corrupt = json.loads(trained("squarederror")[0].save_raw("json"))
     del corrupt["learner"]["gradient_booster"]["model"]["trees"][0]["sum_hessian"]
+    with pytest.raises(ValueError, match="corrupt"):
+        jaximp.from_xgboost(corrupt)
+    corrupt = json.loads(trained("squarederror")[0].save_raw("json"))
+    corrupt["learner"]["gradient_booster"]["model"]["trees"][1]["left_children"][1] = 0  # a cycle
     with pytest.raises(ValueError, match="corrupt"):
         jaximp.from_xgboost(corrupt)
     with pytest.raises(TypeError, match="must be an xgboost.Booster"):
