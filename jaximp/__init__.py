@@ -23,6 +23,7 @@ from jaximp._shap import shap_interaction_values as shap_interaction_values
 from jaximp._shap import shap_values as shap_values
 from jaximp._sklearn import from_sklearn as from_sklearn
 from jaximp._tree_model import TreeEnsemble as TreeEnsemble
+from jaximp._xgboost import from_xgboost as from_xgboost
 
 __version__ = "0.1.0"
 
@@ -35,6 +36,7 @@ __all__ = [
     "explain_files",
     "from_catboost",
     "from_sklearn",
+    "from_xgboost",
     "get_feature_importance",
     "interaction",
     "leaf_indices",
