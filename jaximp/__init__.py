@@ -12,6 +12,7 @@ from jaximp._importance import prediction_values_change as prediction_values_cha
 from jaximp._importance import split_importance as split_importance
 from jaximp._leaves import leaf_indices as leaf_indices
 from jaximp._leaves import predict as predict
+from jaximp._lightgbm import from_lightgbm as from_lightgbm
 from jaximp._loss_change import loss_function_change as loss_function_change
 from jaximp._model import ObliviousEnsemble as ObliviousEnsemble
 from jaximp._permutation import permutation_importance as permutation_importance
@@ -37,6 +38,7 @@ __all__ = [
     "from_catboost",
     "from_sklearn",
     "from_xgboost",
+    "from_lightgbm",
     "get_feature_importance",
     "interaction",
     "leaf_indices",
