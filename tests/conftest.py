@@ -16,6 +16,7 @@ import tempfile
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import catboost
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -89,6 +90,18 @@ def summed(kind: str = "regression", depths: tuple = (2, 5, 3)):
     model = catboost.sum_models(parts, weights=[1.0, 0.5, 0.25][: len(parts)])
     _, X, y, _ = train(kind, depth=depths[0], iterations=5, seed=0)
     return model, X, y
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop every compiled program after each test module. A session compiles thousands of XLA
+    programs, each holding its own memory mappings; kept alive to the end, they exceed Linux's
+    default limit of 65,530 mappings per process and XLA crashes in its next compilation."""
+    yield
+    from jaximp import _batching
+
+    _batching._compiled.cache_clear()
+    jax.clear_caches()
 
 
 @pytest.fixture(scope="session")
