@@ -34,7 +34,7 @@ def _loss_change_kernel(params: tuple, rows: tuple[Array, Array], *, block: int,
         rows: ``(x f32[n, E], y)``.
         block: rows per fused block.
         loss: the model's loss (static).
-        kind: the plan's kernel, ``"path"`` or ``"deep_path"`` (static).
+        kind: the plan's kernel (``jaximp._tree_shap.Kind``, static).
         step_rows: rows per step of the SHAP kernel (the plan's).
     """
     ens, plan = params

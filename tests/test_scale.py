@@ -398,7 +398,8 @@ def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch, tmp_path_f
     from jaximp import _tree_shap
 
     ens, X = tree_model(tmp_path_factory)
-    assert _tree_shap._step(ens, "path", "gpu") != _tree_shap._step(ens, "path", "cpu")
+    kind = _tree_shap.Kind("path", _tree_shap._layout(ens, "path")[0])
+    assert _tree_shap._step(ens, kind, "gpu") != _tree_shap._step(ens, kind, "cpu")
     backgrounds = {"path_dependent": None, "interventional": X[:50]}
     expected = {m: jaximp.shap_values(ens, X, method=m, background=b) for m, b in backgrounds.items()}
     expected["interactions"] = jaximp.shap_interaction_values(ens, X[:64])

@@ -1,0 +1,256 @@
+"""Per-leaf root-to-leaf paths of :class:`TreeEnsemble` models, the players on them, a row's
+pattern at every leaf, and the layout of leaves in buckets of path length.
+
+Slots: entry ``k`` of a leaf's path is its ancestor at depth ``k`` (root first), slot ``k``; a
+slot is a player when no shallower entry reads the same feature, else a null player. A node's
+slot is thus the same for every leaf below it, so a row's patterns are built once per node, not
+per leaf and depth: each edge the row misses sets its player's bit, and every node ORs in the
+bits of its ancestors by pointer jumping (``log2 D`` gathers over the nodes instead of ``D`` over
+the leaves; :class:`Edges`).
+
+Buckets. Trees of LightGBM and of Lossguide growth are deep (D of 20 to 30) while most of their
+leaves are shallow (90% at most 13 deep): padding every leaf to D would cost every leaf what the
+deepest costs. Each tree's leaves are put in order of path length (:func:`by_length`), and a
+:data:`Layout` cuts the ranks into buckets, each with its own depth ``D_b`` (the longest path of
+its ranks over all trees): since paths are root-first, a bucket is a slice of the leaves and of
+their first ``D_b`` slots.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._tree_importance import subtree_sums
+from jaximp._tree_model import TreeEnsemble, leaf_paths, parents
+
+# A bucket: leaf ranks ``[lo, hi)`` of every tree, their depth D_b and whether they use tables
+Bucket = tuple[int, int, int, bool]
+Layout = tuple[Bucket, ...]
+
+
+class Paths(NamedTuple):
+    """Per-leaf path slots of every tree (a pytree; see the module docstring).
+
+    Entry ``k`` is the leaf's ancestor at depth ``k`` (root first).
+
+    Attributes:
+        nodes: ``i32[T, L, D]`` internal node of each slot's edge.
+        right: ``bool[T, L, D]`` the path goes right there.
+        slot: ``i32[T, L, D]`` the slot of the player the edge belongs to.
+        player: ``bool[T, L, D]`` slot is a player (a real edge, first of its player).
+        feature: ``i32[T, L, D]`` the slot's player (``TreeEnsemble.node_players``: its feature
+            for numeric models, its combination class with categorical features; 0 for null slots).
+        z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
+        ratio: ``f32[T, L, D]`` each edge's cover ratio (1 past the leaf).
+        mask: ``bool[T, L, D]`` the entry is a real edge.
+    """
+
+    nodes: Array
+    right: Array
+    slot: Array
+    player: Array
+    feature: Array
+    z: Array
+    ratio: Array
+    mask: Array
+
+
+def safe_div(num: Array, den: Array, fill: float) -> Array:
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), fill)
+
+
+def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
+    """The :class:`Paths` of ``ens`` with covers from ``leaf_weights f32[T, L]``; a node of zero
+    cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf)."""
+    nodes, right, mask = leaf_paths(ens)
+    t, l, d = nodes.shape
+    cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
+    rows = jnp.arange(t)[:, None, None]
+    node_cover = cover[rows, nodes]
+    child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
+    ratio = jnp.where(mask, safe_div(child_cover, node_cover, 0.5), 1.0)
+    feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
+    nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
+    ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [T, L, e, e']
+    slot = jnp.argmax(same, axis=-1).astype(jnp.int32)  # first entry with the same feature
+    player = mask & (slot == jnp.arange(d))
+    z = jnp.prod(jnp.where(same & mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
+    return Paths(nodes, right, slot, player, jnp.where(player, feature, 0), jnp.where(player, z, 1.0),
+                 ratio, mask)
+
+
+def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
+    """Reorder ``[T, L, D]`` path entries listed from the leaf up to root first (entry ``k`` at
+    depth ``k``); entries past the leaf come out as ``mask``-False copies of the root's."""
+    d = mask.shape[-1]
+    length = jnp.sum(mask, axis=-1, keepdims=True)  # the leaf's depth
+    index = jnp.clip(length - 1 - jnp.arange(d), 0, max(d - 1, 0))
+    real = jnp.arange(d) < length
+    out = [jnp.take_along_axis(a, index, axis=-1) for a in entries]
+    return tuple(jnp.where(real, a, jnp.zeros_like(a)) if a.dtype == bool else a for a in out)
+
+
+class Edges(NamedTuple):
+    """What a row's patterns are built from, per tree (a pytree; see the module docstring).
+
+    Attributes:
+        parent: ``i32[T, M]`` the node above each internal node (0 at roots and padding).
+        side: ``i32[T, M]`` 1 when the node is its parent's right child.
+        bit: ``i32[T, M]`` ``1 << slot`` of the edge into the node (0 at roots and padding).
+        jumps: ``i32[T, J, M]`` the ``2**j``-th ancestor of each node (clamped at node 0), with
+            ``2**J >= D - 1``: J rounds of pointer jumping cover every internal node's path.
+        leaf_parent, leaf_side, leaf_bit: ``i32[T, L]`` the same for the edge into each leaf.
+    """
+
+    parent: Array
+    side: Array
+    bit: Array
+    jumps: Array
+    leaf_parent: Array
+    leaf_side: Array
+    leaf_bit: Array
+
+
+def tree_edges(ens: TreeEnsemble, paths: Paths) -> Edges:
+    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths``."""
+    t, m = ens.n_trees, ens.n_nodes
+    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    rows = jnp.arange(t)[:, None, None]
+    at = jnp.where(paths.mask, paths.nodes, m)  # padded entries dropped
+    node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
+    parent, leaf_up = jnp.maximum(node_parent, 0), jnp.maximum(leaf_parent, 0)
+    bit = jnp.where(node_parent >= 0, 1 << jnp.take_along_axis(node_slot, parent, axis=1), 0)
+    leaf_bit = jnp.where(leaf_parent >= 0, 1 << jnp.take_along_axis(node_slot, leaf_up, axis=1), 0)
+    jumps = [parent]
+    for _ in range(max(0, ens.depth - 2).bit_length() - 1):
+        jumps.append(jnp.take_along_axis(jumps[-1], jumps[-1], axis=1))
+    return Edges(parent, node_side, bit, jnp.stack(jumps, axis=1), leaf_up, leaf_side, leaf_bit)
+
+
+def gather_nodes(a: Array, index: Array) -> Array:
+    """``a[c, n, b]`` at ``index i32[c, n']`` along axis 1 -> ``[c, n', b]``."""
+    return jnp.take_along_axis(a, index[..., None], axis=1)
+
+
+def patterns(edges: Edges, decisions: Array, depth: int) -> Array:
+    """``i32[c, L, b]`` bit ``s`` set when player slot ``s`` has ``o_s = 1`` or is a null slot.
+
+    ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees as ``edges``.
+    """
+    missed = gather_nodes(decisions, edges.parent) != (edges.side == 1)[..., None]
+    fails = jnp.where(missed, edges.bit[..., None], 0)  # [c, M, b]: the edge into each node
+    for j in range(edges.jumps.shape[1]):  # OR in the ancestors' bits, 2**j edges at a time
+        fails = fails | gather_nodes(fails, edges.jumps[:, j])
+    missed = gather_nodes(decisions, edges.leaf_parent) != (edges.leaf_side == 1)[..., None]
+    fails = gather_nodes(fails, edges.leaf_parent) | jnp.where(missed, edges.leaf_bit[..., None], 0)
+    return ((1 << depth) - 1) & ~fails
+
+
+def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
+    """``f32[c, L, D, b]`` 1 where a row takes every edge of a player slot's feature (0 at null
+    slots): the bits of its :func:`patterns` ``i32[c, L, b]`` where they fit an int32, else
+    (``pattern`` None) a count of the edges it misses, from ``decisions bool[c, M, b]``."""
+    c, l, d = paths.nodes.shape
+    if pattern is not None:
+        on = (pattern[:, :, None, :] >> jnp.arange(d, dtype=jnp.int32)[:, None]) & 1
+        return jnp.where(paths.player[..., None], on.astype(jnp.float32), 0.0)
+    right = gather_nodes(decisions, paths.nodes.reshape(c, l * d)).reshape(c, l, d, -1)
+    missed = (right != paths.right[..., None]) & paths.mask[..., None]  # [c, L, e, b]: leaves the path
+    owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [c, L, e, s]
+    misses = jnp.einsum("cleb,cles->clsb", missed.astype(jnp.float32), owner.astype(jnp.float32))
+    return jnp.where(paths.player[..., None] & (misses == 0), 1.0, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Buckets of path length
+
+
+def by_length(paths: Paths, edges: Edges | None, order: Array) -> tuple[Paths, Edges | None]:
+    """``paths`` and the leaf entries of ``edges`` with each tree's leaves in ``order i32[T, L]``
+    (:func:`length_order`)."""
+    paths = Paths(*(jnp.take_along_axis(a, order[:, :, None], axis=1) for a in paths))
+    if edges is None:
+        return paths, None
+    leaf = [jnp.take_along_axis(a, order, axis=1) for a in (edges.leaf_parent, edges.leaf_side, edges.leaf_bit)]
+    return paths, edges._replace(leaf_parent=leaf[0], leaf_side=leaf[1], leaf_bit=leaf[2])
+
+
+def path_lengths(ens: TreeEnsemble) -> np.ndarray | None:
+    """``i32[T, L]`` each leaf's depth (0 for padded leaves), or None when the model's structure
+    is traced (under ``jax.jit`` / ``jax.grad`` of the model: then one bucket of depth D)."""
+    if isinstance(ens.node_children, jax.core.Tracer) or isinstance(ens.roots, jax.core.Tracer):
+        return None
+    _, _, mask = leaf_paths(ens)
+    return np.asarray(jnp.sum(mask, axis=-1), np.int32)
+
+
+def length_order(lengths: np.ndarray | None, n_leaves: int, n_trees: int) -> np.ndarray:
+    """``i32[T, L]`` each tree's leaves from the shortest path to the longest (stable)."""
+    if lengths is None:
+        return np.broadcast_to(np.arange(n_leaves, dtype=np.int32), (n_trees, n_leaves))
+    return np.argsort(lengths, axis=1, kind="stable").astype(np.int32)
+
+
+def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
+                table_floats: Callable[[int], int], table_bytes: int, overhead: float = 400.0) -> Layout:
+    """Buckets of leaf ranks minimising a cost model of the row kernels.
+
+    Args:
+        lengths: ``i32[T, L]`` path lengths (:func:`path_lengths`), or None: one bucket of ``depth``.
+        n_trees, n_leaves, depth: T, L and D of the model.
+        table_depth: the deepest bucket that may use per-leaf tables.
+        table_floats: a table's floats per leaf, as a function of the bucket's depth.
+        table_bytes: the budget of all tables together; deeper buckets use quadrature beyond it.
+        overhead: a bucket's fixed cost per tree and row, in ns.
+
+    Returns:
+        :data:`Layout`, buckets in rank order covering ``[0, L)``. The cost model, in ns per
+        leaf and row measured on CPU: a table costs ``2 (D_b + 2)`` and its build (``(D_b + 1)
+        2**D_b`` per leaf) spread over 256 rows, quadrature ``20 + 2 D_b ceil(D_b / 2)``,
+        and each bucket ``overhead`` more per tree and row (its own ops at every step).
+    """
+    if lengths is None:
+        return _fit_tables(((0, n_leaves, depth, depth <= table_depth),), n_trees, table_floats, table_bytes)
+    ranks = np.sort(lengths, axis=1).max(axis=0)  # [L]: deepest path at each rank, nondecreasing
+    n = len(ranks)
+    # candidate cuts: where the rank's depth changes (buckets never split a run of equal depths)
+    cuts = [0] + [r for r in range(1, n) if ranks[r] != ranks[r - 1]] + [n]
+
+    def cost(lo: int, hi: int) -> tuple[float, bool]:
+        d = max(int(ranks[hi - 1]), 1)
+        quad, table = 20.0 + 2.0 * d * (-(-d // 2)), 2.0 * (d + 2) + (d + 1) * (1 << d) / 256
+        fits = d <= table_depth and n_trees * (hi - lo) * table_floats(d) * 4 <= table_bytes
+        return (table, True) if fits and table < quad else (quad, False)
+
+    best = {0: (0.0, ())}
+    for j in range(1, len(cuts)):
+        options = []
+        for i in range(j):
+            unit, tables = cost(cuts[i], cuts[j])
+            total = best[cuts[i]][0] + overhead + (cuts[j] - cuts[i]) * unit
+            options.append((total, best[cuts[i]][1] + ((cuts[i], cuts[j], int(ranks[cuts[j] - 1]), tables),)))
+        best[cuts[j]] = min(options, key=lambda o: o[0])
+    layout = best[n][1]
+    return _fit_tables(layout, n_trees, table_floats, table_bytes)
+
+
+def _fit_tables(layout: Layout, n_trees: int, table_floats: Callable[[int], int], table_bytes: int) -> Layout:
+    """Turn the deepest table buckets to quadrature until all tables fit ``table_bytes``."""
+    layout = list(layout)
+    size = lambda b: n_trees * (b[1] - b[0]) * table_floats(b[2]) * 4  # noqa: E731
+    while sum(size(b) for b in layout if b[3]) > table_bytes:
+        i = max((i for i, b in enumerate(layout) if b[3]), key=lambda i: layout[i][2])
+        layout[i] = layout[i][:3] + (False,)
+    return tuple(layout)
+
+
+def bucket(paths: Paths, lo: int, hi: int, depth: int) -> Paths:
+    """The leaves ``[lo, hi)`` of depth-ordered ``paths`` and their first ``depth`` slots."""
+    return Paths(*(a[:, lo:hi, :depth] for a in paths))
