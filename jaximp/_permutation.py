@@ -25,13 +25,12 @@ of them is a step function of that column as above; a tree that splits on severa
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
-from sklearn.utils import Bunch
 
 from jaximp._batching import (
     like_rows,
@@ -65,6 +64,9 @@ from jaximp._tree_leaves import _predict_kernel as _tree_predict_kernel
 from jaximp._tree_model import TreeEnsemble
 from jaximp._tree_permutation import _permuted_kernel as _tree_permuted_kernel
 from jaximp._tree_permutation import tree_permutation_params
+
+if TYPE_CHECKING:
+    from sklearn.utils import Bunch
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
@@ -559,6 +561,8 @@ def permutation_importance(
                                     sources, targets, weights, score_fn, batch_size=batch_size, devices=devices,
                                     fn_name=fn, progress=progress)
     result = like_rows((importances.mean(axis=1), importances.std(axis=1), importances), x)
+    from sklearn.utils import Bunch  # imported here: scikit-learn takes a second to import
+
     return Bunch(importances_mean=result[0], importances_std=result[1], importances=result[2])
 
 
