@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._batching import where_rows
 from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
@@ -153,7 +154,7 @@ def prediction_values_change(
         sample_weight = X.get_weight()
     w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
     weights = leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return _pvc_kernel(ens, weights)
+    return where_rows(_pvc_kernel(ens, weights), x)
 
 
 def _tree_pvc(ens: TreeEnsemble, X: Any, sample_weight: Any, batch_size: Any, devices: Any,
@@ -170,7 +171,7 @@ def _tree_pvc(ens: TreeEnsemble, X: Any, sample_weight: Any, batch_size: Any, de
         sample_weight = X.get_weight()
     w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
     counts = tree_leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices)
-    return tree_prediction_values_change(ens, counts)
+    return where_rows(tree_prediction_values_change(ens, counts), x)
 
 
 # --------------------------------------------------------------------------------------------

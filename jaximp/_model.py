@@ -128,6 +128,10 @@ class ObliviousEnsemble:
         """K: 1 for regression and binary, classes for multiclass, targets for multi-regression."""
         return self.leaf_values.shape[2]
 
+    def __repr__(self) -> str:
+        """One line: ``ObliviousEnsemble(trees=T, depth=D, features=F, outputs=K, loss='RMSE')``."""
+        return ensemble_repr(self, depth=size(self.split_features, 1))
+
     def predict(self, X, *, batch_size: int | None = None, devices=None) -> Array:
         """Raw predictions, CatBoost's ``prediction_type="RawFormulaVal"``.
 
@@ -146,6 +150,21 @@ class ObliviousEnsemble:
         from jaximp._leaves import predict
 
         return predict(self, X, batch_size=batch_size, devices=devices)
+
+
+def size(array: Any, axis: int) -> int | str:
+    """``array.shape[axis]``, or "?" for a pytree leaf that is no array (such as the ints of a
+    ``jax.vmap`` ``in_axes`` tree shaped like an ensemble)."""
+    shape = getattr(array, "shape", None)
+    return shape[axis] if shape is not None and len(shape) > axis else "?"
+
+
+def ensemble_repr(ens: Any, *, depth: int | str) -> str:
+    """``Kind(trees=T, depth=D, features=F, outputs=K, loss='...')`` for either ensemble (the
+    loss left out when unknown); the arrays are summarised by their sizes, never printed."""
+    loss = f", loss={ens.loss_function!r}" if ens.loss_function else ""
+    return (f"{type(ens).__name__}(trees={size(ens.leaf_values, 0)}, depth={depth}, "
+            f"features={ens.n_features}, outputs={size(ens.leaf_values, 2)}{loss})")
 
 
 def check_ensemble(ens: Any, fn_name: str) -> None:

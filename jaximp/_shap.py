@@ -257,9 +257,6 @@ def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int
     return squeeze_outputs(out, ens.n_outputs)
 
 
-def _host(x: Array) -> Any:
-    return x if isinstance(x, jax.core.Tracer) else np.asarray(x)
-
 
 class Explainer:
     """SHAP explainer of an oblivious ensemble, with its per-tree tables computed once.
@@ -286,6 +283,7 @@ class Explainer:
         ens = general(ens, method, "Explainer")
         self.ens = ens
         self.method = method
+        self._background_rows = None if background is None else _n_rows(background)
         if isinstance(ens, TreeEnsemble):
             background = None if background is None else as_features(background, ens, "Explainer", "background")
             self.tables = tree_shap_plan(ens, method, background)
@@ -294,10 +292,16 @@ class Explainer:
             self.tables = shap_tables(ens, method, background, fn_name="Explainer")
             self._expected = squeeze_outputs(self.tables.expected, ens.n_outputs)
 
+    def __repr__(self) -> str:
+        """One line: the model's summary, the method and the background's rows."""
+        background = "" if self._background_rows is None else f", background_rows={self._background_rows}"
+        return f"Explainer({self.ens!r}, method={self.method!r}{background})"
+
     @property
-    def expected_value(self) -> Any:
-        """The expected raw prediction: ``f32[]`` when K == 1, else ``f32[K]``."""
-        return _host(self._expected)
+    def expected_value(self) -> Array:
+        """The expected raw prediction, as :func:`expected_value`: ``f32[]`` when K == 1, else
+        ``f32[K]``, a ``jax.Array`` (a function of the model and the background alone)."""
+        return self._expected
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     progress: bool = True, fn_name: str = "Explainer.shap_values") -> Any:
@@ -339,6 +343,12 @@ class Explainer:
             display_data=display,
             feature_names=list(self.ens.feature_names),
         )
+
+
+def _n_rows(rows: Any) -> int:
+    """Rows of an array, DataFrame or ``catboost.Pool`` (``shape[0]``), or of a list."""
+    shape = getattr(rows, "shape", None)
+    return int(shape[0]) if shape is not None else len(rows)
 
 
 def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent", background: Any = None,

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._model import NanMode, to_columns
+from jaximp._model import NanMode, ensemble_repr, to_columns
 
 
 @jax.tree_util.register_dataclass
@@ -108,6 +108,10 @@ class TreeEnsemble:
     node_weights: Array | None = None
     leaf_ids: Array | None = None
     impurity_scheme: str = dataclasses.field(default="", metadata=dict(static=True))
+
+    def __repr__(self) -> str:
+        """One line: ``TreeEnsemble(trees=T, depth=D, features=F, outputs=K, loss='RMSE')``."""
+        return ensemble_repr(self, depth=self.depth)
 
     @property
     def n_trees(self) -> int:
