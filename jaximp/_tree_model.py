@@ -36,7 +36,15 @@ from jaximp._model import NanMode, ensemble_repr, to_columns
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class TreeEnsemble:
-    """A trained ensemble of general binary trees: arrays are pytree leaves, sizes and names static.
+    """A trained ensemble of general binary trees as a frozen JAX pytree, padded to one shape.
+
+    CatBoost's non-symmetric trees (``grow_policy="Depthwise"``/``"Lossguide"``) and the trees
+    of scikit-learn, XGBoost and LightGBM import as one (:func:`jaximp.from_catboost`,
+    :func:`jaximp.from_sklearn`, :func:`jaximp.from_xgboost`, :func:`jaximp.from_lightgbm`).
+    Each tree has internal nodes ``0..M-1`` and leaves ``0..L-1``; a child (or root) pointer
+    ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``. Leaves
+    are numbered depth-first, left to right (CatBoost's ``calc_leaf_indexes`` numbering);
+    smaller trees are padded with nodes never reached and leaves of value and weight 0.
 
     Attributes:
         roots: ``i32[T]`` each tree's root pointer: internal node 0, or ``~0 = -1`` for a tree
@@ -46,7 +54,7 @@ class TreeEnsemble:
         node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
             With a featurizer, ``x`` is a bin and the border the index of the split's border.
         node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
-        node_children: ``i32[T, M, 2]`` left and right child pointers (see the module docstring).
+        node_children: ``i32[T, M, 2]`` left and right child pointers (see above).
         leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
             + bias``.
         leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf, 0 where padded; an
@@ -81,6 +89,12 @@ class TreeEnsemble:
             trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
             ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
             GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
+
+    Example:
+        >>> from sklearn.tree import DecisionTreeRegressor
+        >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
+        >>> jaximp.from_sklearn(tree)
+        TreeEnsemble(trees=1, depth=3, features=10, outputs=1, loss='RMSE')
     """
 
     roots: Array
@@ -152,12 +166,24 @@ class TreeEnsemble:
             return self.node_features
         return jnp.asarray(self.player_of, jnp.int32)[self.node_features]
 
-    def predict(self, X, *, batch_size: int | None = None, devices=None):
-        """Raw predictions (CatBoost's ``RawFormulaVal``): ``f32[N]`` if K == 1 else ``f32[N, K]``.
+    def predict(self, X, *, batch_size: int | None = None, devices=None) -> Any:
+        """Raw predictions: CatBoost's ``RawFormulaVal``, or the raw output of the library the
+        trees come from (see its importer).
+
+        Args:
+            X: ``[N, F]`` rows: NumPy/JAX array, pandas/polars DataFrame or catboost.Pool.
+            batch_size: rows per device step (None picks one).
+            devices: None, an int or a list of ``jax.Device`` to shard rows over.
+
+        Returns:
+            ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
+            ``jax.Array`` on the rows' device for rows given as one.
 
         Example:
-            >>> ens = tree_ensemble_from_json(model_json)   # doctest: +SKIP
-            >>> ens.predict(X)                              # doctest: +SKIP
+            >>> from sklearn.tree import DecisionTreeRegressor
+            >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
+            >>> np.allclose(jaximp.from_sklearn(tree).predict(X), tree.predict(X), rtol=1e-5)
+            True
         """
         from jaximp._inputs import as_features
         from jaximp._tree_leaves import tree_predict
