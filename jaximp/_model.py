@@ -122,7 +122,8 @@ class ObliviousEnsemble:
 
     @property
     def n_evaluated(self) -> int:
-        """E, the evaluated split features the kernels read (E = F for numeric models)."""
+        """E, the features the splits read: the F input columns of a numeric model; with
+        categorical features, its float features, one-hot values and CTRs."""
         return self.borders.shape[0]
 
     @property

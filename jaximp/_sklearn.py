@@ -119,7 +119,7 @@ def from_sklearn(model: Any) -> TreeEnsemble:
         >>> np.allclose(forest_ens.predict(X), forest.predict(X), rtol=1e-5, atol=1e-3)
         True
         >>> np.allclose(jaximp.split_importance(forest_ens, "impurity"), forest.feature_importances_,
-        ...             rtol=1e-4, atol=1e-6)
+        ...             rtol=1e-5, atol=1e-6)
         True
     """
     name = _estimator_name(model)

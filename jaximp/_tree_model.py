@@ -49,8 +49,8 @@ class TreeEnsemble:
     Attributes:
         roots: ``i32[T]`` each tree's root pointer: internal node 0, or ``~0 = -1`` for a tree
             that is a single leaf.
-        node_features: ``i32[T, M]`` evaluated feature (column of the kernels' rows ``x``) that
-            each internal node reads; 0 where padded.
+        node_features: ``i32[T, M]`` the evaluated feature (an input column for numeric models)
+            that each internal node reads; 0 where padded.
         node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
             With a featurizer, ``x`` is a bin and the border the index of the split's border.
         node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
@@ -65,15 +65,15 @@ class TreeEnsemble:
         n_features: F, the model's input columns.
         feature_names: the F column names.
         nan_modes: per evaluated feature "Min", "Max" or "AsIs" (as in ``ObliviousEnsemble``;
-            the kernels read ``node_nan_right``).
+            each node's own NaN direction is ``node_nan_right``).
         loss_function: the training loss's name ("RMSE", "Logloss", ...), "" when unknown.
         class_names: class labels of a classifier, else ``()``.
         leaf_weights_known: False when the model file carries no leaf weights.
         featurizer, players, player_of, reads: None for numeric models (E == F, each column its
-            own player), as in ``ObliviousEnsemble``: with categorical features, the host-side map
-            from raw columns to the E evaluated features' bins, the P players of attribution
-            (CatBoost's combination classes, each a sorted tuple of input columns), the player of
-            each evaluated feature and the columns each evaluated feature reads.
+            own player), as in ``ObliviousEnsemble``: with categorical features, the map (run on
+            the host, in NumPy) from raw columns to the E evaluated features' bins, the P players
+            of attribution (CatBoost's combination classes, each a sorted tuple of input
+            columns), the player of each evaluated feature and the columns each one reads.
         n_searched: None when the rows hold raw values; 0 when they hold every evaluated
             feature's bin (a featurizer's rows), as in ``ObliviousEnsemble``.
         node_gains: ``f32[T, M]`` each internal node's split gain as its library reports it
@@ -149,7 +149,8 @@ class TreeEnsemble:
 
     @property
     def n_evaluated(self) -> int:
-        """E, the evaluated split features the kernels read (E = F for numeric models)."""
+        """E, the features the splits read: the F input columns of a numeric model; with
+        categorical features, its float features, one-hot values and CTRs."""
         return len(self.nan_modes)
 
     @property

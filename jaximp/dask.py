@@ -239,7 +239,7 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> r = jaximp.dask.permutation_importance(ens, rows, y.to_numpy(), n_repeats=3, random_state=0)
         >>> in_memory = jaximp.permutation_importance(ens, X, y, n_repeats=3, random_state=0)
-        >>> np.allclose(r.importances, in_memory.importances, rtol=1e-4, atol=1e-3)  # float32 losses
+        >>> np.allclose(r.importances, in_memory.importances, rtol=1e-5, atol=1e-4)  # float32 losses
         True
     """
     from sklearn.utils import Bunch
