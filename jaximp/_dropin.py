@@ -129,7 +129,7 @@ def get_feature_importance(
             with labels for LossFunctionChange and for ``model_output="LossFunction"``.
         type: one of the type names above (or a ``catboost.EFstrType`` member).
         prettified: return CatBoost's DataFrames (see above).
-        thread_count: accepted for compatibility; jaximp's kernels run on XLA's threads.
+        thread_count: accepted for compatibility; jaximp's computations run on XLA's threads.
         verbose: bool or non-negative int, as CatBoost checks it; jaximp logs nothing.
         fstr_type: deprecated alias of ``type`` (wins when given, as in CatBoost).
         shap_mode: "Auto", "UsePreCalc" or "NoPreCalc"; jaximp always precomputes per-leaf
