@@ -27,14 +27,16 @@ def readme_blocks() -> list[str]:
 
 
 def test_readme_quick_start_runs_as_written():
-    """The Quick start block, then the gradient block that follows it, run verbatim (about 15 s)."""
+    """The Quick start block, then the gradient block that follows it, run verbatim (13 s of CPU;
+    30 s of wall time on a busy 2-core machine: 100 trees of depth 6, every function compiled)."""
     import matplotlib
 
     matplotlib.use("Agg")  # shap.plots.beeswarm ends with plt.show(): a no-op under Agg
     import matplotlib.pyplot as plt
 
     text = (ROOT / "README.md").read_text()
-    quick_start = re.search(r"## Quick start\n\n```python\n(.*?)```", text, flags=re.S).group(1)
+    section = text[text.index("## Quick start\n"):]
+    quick_start = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)  # its first block
     gradient = next(block for block in readme_blocks() if "jax.grad" in block)
     namespace: dict = {"__name__": "__readme__"}
     try:
