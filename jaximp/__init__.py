@@ -4,8 +4,10 @@ The whole public API is listed here; everything else lives in private modules.
 
 Results live where the rows are: rows in host memory (NumPy, pandas, polars, ``catboost.Pool``,
 lists) give NumPy arrays; rows given as a ``jax.Array`` give ``jax.Array``s on that array's
-device. Functions of the model alone (``prediction_values_change(ens)``, ``interaction``,
-``split_importance``, ``expected_value``) return ``jax.Array``s.
+device. Functions of the model alone (``prediction_values_change(ens)`` without rows,
+``interaction``, ``split_importance``, ``expected_value`` and ``Explainer.expected_value``, a
+background included) return ``jax.Array``s. ``get_feature_importance`` returns CatBoost's own
+layouts (float64 NumPy arrays), and ``jaximp.dask`` dask arrays.
 
 Example:
     The docstrings' examples use this model, ``ens``, ``X`` and ``y``:
