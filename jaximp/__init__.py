@@ -1,6 +1,26 @@
 """jaximp: exact feature importances and SHAP values for tree ensembles, in JAX.
 
 The whole public API is listed here; everything else lives in private modules.
+
+Results live where the rows are: rows in host memory (NumPy, pandas, polars, ``catboost.Pool``,
+lists) give NumPy arrays; rows given as a ``jax.Array`` give ``jax.Array``s on that array's
+device. Functions of the model alone (``prediction_values_change(ens)`` without rows,
+``interaction``, ``split_importance``, ``expected_value`` and ``Explainer.expected_value``, a
+background included) return ``jax.Array``s. ``get_feature_importance`` returns CatBoost's own
+layouts (float64 NumPy arrays), and ``jaximp.dask`` dask arrays.
+
+Example:
+    The docstrings' examples use this model, ``ens``, ``X`` and ``y``:
+
+    >>> import catboost, jaximp
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_diabetes
+    >>> X, y = load_diabetes(return_X_y=True, as_frame=True)       # 442 rows, 10 features
+    >>> model = catboost.CatBoostRegressor(iterations=20, depth=4, verbose=0,
+    ...                                    allow_writing_files=False).fit(X, y)
+    >>> ens = jaximp.from_catboost(model)
+    >>> ens
+    ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
 """
 
 from jaximp._catboost import from_catboost as from_catboost

@@ -459,6 +459,15 @@ def like_rows(result: Any, rows: Any) -> Any:
     return jax.device_put(result, device[0] if device else None)
 
 
+def where_rows(result: Any, rows: Any) -> Any:
+    """``result`` (a ``jax.Array`` computed from ``rows``) as NumPy when the rows are in host
+    memory; as is for rows given as ``jax.Array``s, and for tracers (under ``jax.jit`` or
+    ``jax.grad``)."""
+    if on_device(rows) or _is_traced(result):
+        return result
+    return np.asarray(result)
+
+
 def _padded(a: Any, size: int) -> Any:
     missing = size - a.shape[0]
     if missing == 0:

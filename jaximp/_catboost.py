@@ -45,9 +45,8 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
     Returns:
         The ensemble, with ``leaf_values f32[T, L, K]``; trees of different depths (from
         ``catboost.sum_models``) are padded to the deepest. A non-symmetric model gives a
-        ``TreeEnsemble`` (categorical features included): predict, leaf indices,
-        PredictionValuesChange, SHAP values (path-dependent, Saabas, interventional), expected
-        values and SHAP interaction values accept it.
+        ``TreeEnsemble`` (categorical features included), which every function takes (SHAP's
+        ``"exact"`` method excepted: CatBoost refuses it for such trees too).
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
@@ -55,8 +54,15 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
             no trees, or it uses what jaximp does not support (text or embedding features).
 
     Example:
-        >>> model = catboost.CatBoostRegressor(iterations=10).fit(X, y)  # doctest: +SKIP
-        >>> ens = jaximp.from_catboost(model)                            # doctest: +SKIP
+        >>> model = catboost.CatBoostRegressor(iterations=20, depth=4, verbose=0,
+        ...                                    allow_writing_files=False).fit(X, y)
+        >>> jaximp.from_catboost(model)
+        ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "model.cbm")
+        >>> model.save_model(path)
+        >>> jaximp.from_catboost(path).feature_names[:3]
+        ('age', 'sex', 'bmi')
     """
     if loss_function is not None and not isinstance(loss_function, str):
         raise TypeError(f"from_catboost: loss_function must be None or a string such as 'RMSE'; "

@@ -31,15 +31,17 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     applies to all of the process's JAX programs, not only jaximp's.
 
     Args:
-        path: the cache directory (created if missing); None: :func:`default_cache_dir`.
+        path: the cache directory (created if missing); None: ``$JAXIMP_CACHE_DIR`` if set, else
+            ``$XDG_CACHE_HOME/jaximp/jax`` (``~/.cache/jaximp/jax``).
 
     Returns:
         The directory used.
 
     Example:
-        >>> import jaximp
-        >>> jaximp.enable_compilation_cache()  # doctest: +SKIP
-        PosixPath('/home/me/.cache/jaximp/jax')
+        >>> import tempfile
+        >>> folder = jaximp.enable_compilation_cache(tempfile.mkdtemp())  # None: ~/.cache/jaximp/jax
+        >>> folder.is_dir()
+        True
     """
     directory = Path(path).expanduser() if path is not None else default_cache_dir()
     directory.mkdir(parents=True, exist_ok=True)

@@ -114,7 +114,7 @@ def get_feature_importance(
     its JSON export (CatBoost's own reference for such trees: a freshly trained model's
     LossFunctionChange, Interaction and SHAP values change after that round trip in CatBoost).
     CatBoost refuses "Exact" SHAP for them, and so does jaximp. PredictionDiff too, with the
-    quirks of CatBoost's walk of such trees reproduced (``jaximp._prediction_diff``).
+    quirks of CatBoost's walk of such trees reproduced.
 
     ``prettified=True`` returns CatBoost's pandas objects: for PredictionValuesChange,
     LossFunctionChange and PredictionDiff a DataFrame with columns ``"Feature Id"``,
@@ -129,7 +129,7 @@ def get_feature_importance(
             with labels for LossFunctionChange and for ``model_output="LossFunction"``.
         type: one of the type names above (or a ``catboost.EFstrType`` member).
         prettified: return CatBoost's DataFrames (see above).
-        thread_count: accepted for compatibility; jaximp's kernels run on XLA's threads.
+        thread_count: accepted for compatibility; jaximp's computations run on XLA's threads.
         verbose: bool or non-negative int, as CatBoost checks it; jaximp logs nothing.
         fstr_type: deprecated alias of ``type`` (wins when given, as in CatBoost).
         shap_mode: "Auto", "UsePreCalc" or "NoPreCalc"; jaximp always precomputes per-leaf
@@ -153,9 +153,15 @@ def get_feature_importance(
             ``shap_calc_type`` or ``model_output``); unsupported types and models (see above).
 
     Example:
-        >>> model = catboost.CatBoostRegressor(iterations=50).fit(X, y)              # doctest: +SKIP
-        >>> jaximp.get_feature_importance(model, catboost.Pool(X), type="ShapValues")  # doctest: +SKIP
-        array([[...]])                                  # f64[N, F+1], as model.get_feature_importance
+        >>> pool = catboost.Pool(X, y)
+        >>> values = jaximp.get_feature_importance(model, pool, type="ShapValues")
+        >>> values.shape, values.dtype                  # f64[N, F + 1], the expected value last
+        ((442, 11), dtype('float64'))
+        >>> np.allclose(values, model.get_feature_importance(pool, type="ShapValues"),
+        ...             rtol=1e-5, atol=1e-3)           # float32 sums
+        True
+        >>> jaximp.get_feature_importance(model, type="PredictionValuesChange", prettified=True).columns
+        Index(['Feature Id', 'Importances'], dtype=...)
     """
     _check_verbose(verbose)
     kind = _fstr_type(type if fstr_type is None else fstr_type)

@@ -139,7 +139,18 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
         TypeError, ValueError: a bad source, columns, method, background or unreadable files.
 
     Example:
-        >>> jaximp.explain_files(ens, "data/*.parquet", out="shap.parquet")  # doctest: +SKIP
+        >>> import os, tempfile
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> X.to_parquet(os.path.join(folder.name, "rows.parquet"))
+        >>> out = os.path.join(folder.name, "shap.parquet")
+        >>> mean_abs = jaximp.explain_files(ens, os.path.join(folder.name, "*.parquet"), out=out,
+        ...                                 progress=False)
+        >>> np.allclose(mean_abs, jaximp.shap_importance(ens, X), rtol=1e-5, atol=1e-5)
+        True
+        >>> import pyarrow.parquet as pq
+        >>> pq.read_table(out).column_names[:2], pq.read_table(out).num_rows
+        (['shap_age', 'shap_sex'], 442)
+        >>> folder.cleanup()
     """
     from jaximp._shap import Explainer
 

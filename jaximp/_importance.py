@@ -7,7 +7,7 @@ through them. Divisions are guarded (``where(den > 0, num / where(den > 0, den, 
 empty leaves give exact zeros with finite gradients.
 
 Bit ``d`` of a leaf index is the outcome of a tree's split at depth ``d``; two leaves ``i`` and
-``i ^ (1 << d)`` differ only at that split (a *leaf pair*, seed 000). CatBoost draws the split of
+``i ^ (1 << d)`` differ only at that split (a *leaf pair*, as in CatBoost's PredictionValuesChange). CatBoost draws the split of
 the highest bit as the root of the tree (``plot_tree``), so in the binary tree an oblivious tree
 unrolls to, the split of bit ``d`` of a tree of depth ``D_t`` is repeated in ``2**(D_t - 1 - d)``
 nodes.
@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._batching import where_rows
 from jaximp._inputs import _is_pool, as_features, as_weights
 from jaximp._leaves import leaf_histogram
 from jaximp._model import ObliviousEnsemble, check_ensemble, to_columns
@@ -88,13 +89,13 @@ def _pvc_kernel(ens: ObliviousEnsemble, weights: Array) -> Array:
 
 
 def prediction_values_change(
-    ens: ObliviousEnsemble,
+    ens: ObliviousEnsemble | TreeEnsemble,
     X: Any = None,
     *,
     sample_weight: Any = None,
     batch_size: int | None = None,
     devices: Any = None,
-) -> Array:
+) -> Any:
     """CatBoost's ``PredictionValuesChange`` importance (``FeatureImportance`` for non-ranking losses).
 
     For every tree, depth ``d`` and leaf pair ``(i, i ^ 2**d)`` (leaves that differ only at the
@@ -103,8 +104,8 @@ def prediction_values_change(
         avr = (c1 v1 + c2 v2) / (c1 + c2)
         importance[split_features[t, d]] += sum_k c1 (v1 - avr)^2 + c2 (v2 - avr)^2
 
-    then the importances are scaled to sum to 100 (seed 000; CatBoost docs, "Feature
-    importance / PredictionValuesChange"). Pairs with an empty leaf add 0, padded depths of
+    then the importances are scaled to sum to 100 (CatBoost docs, "Feature importance",
+    PredictionValuesChange). Pairs with an empty leaf add 0, padded depths of
     shallower trees add 0. Like CatBoost, the model's ``scale`` and ``bias`` play no part (a
     scale multiplies every term by ``scale**2``, which the normalisation removes).
 
@@ -116,28 +117,40 @@ def prediction_values_change(
     with ``class_weights``/``auto_class_weights``; pass ``sample_weight=class_weights[y]`` to
     reproduce that.
 
+    A ``TreeEnsemble`` (non-symmetric trees) gets CatBoost's rule for such trees: sibling leaves
+    are merged bottom-up, each internal node scoring ``c1 (v1 - avr)^2 + c2 (v2 - avr)^2`` of
+    its two children's weights and weighted mean values.
+
     Args:
         ens: the model.
-        X: None, or ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric Pool).
+        X: None, or ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool).
         sample_weight: ``f[N]`` non-negative row weights (only with ``X``); None: 1 per row, or
             the Pool's weights.
         batch_size: rows per device step when counting leaves; None picks one.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        ``f32[F]``, non-negative, summing to 100 (all zeros if every leaf pair has equal values).
+        ``f32[F]``, non-negative, summing to 100 (all zeros if every leaf pair has equal values):
+        a ``jax.Array`` without ``X`` (differentiable in ``leaf_values`` and ``leaf_weights``);
+        with ``X``, NumPy for rows in host memory and a ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError: ``ens`` is not an ``ObliviousEnsemble``; ``X`` or ``sample_weight`` of a
-            wrong type.
+        TypeError: ``ens`` is not an ensemble; ``X`` or ``sample_weight`` of a wrong type.
         ValueError: ``X`` of a wrong shape, ``sample_weight`` without ``X``, of a wrong length,
             negative or not finite.
 
     Example:
-        >>> X, y = load_iris(return_X_y=True)                                # doctest: +SKIP
-        >>> model = CatBoostClassifier(iterations=1, depth=2, random_seed=42).fit(X, y)  # doctest: +SKIP
-        >>> jaximp.prediction_values_change(jaximp.from_catboost(model))  # doctest: +SKIP
-        Array([ 0.    ,  0.    , 44.4996, 55.5004], dtype=float32)
+        >>> pvc = jaximp.prediction_values_change(ens)
+        >>> pvc.shape
+        (10,)
+        >>> catboost_pvc = model.get_feature_importance(type="PredictionValuesChange")
+        >>> np.allclose(pvc, catboost_pvc, rtol=1e-5, atol=1e-4)    # float32, summing to 100
+        True
+        >>> on_rows = jaximp.prediction_values_change(ens, X[:100])  # leaf weights of these rows
+        >>> np.allclose(on_rows, model.get_feature_importance(catboost.Pool(X[:100]),
+        ...                                                   type="PredictionValuesChange"),
+        ...             rtol=1e-5, atol=1e-4)
+        True
     """
     fn_name = "prediction_values_change"
     if isinstance(ens, TreeEnsemble):
@@ -153,7 +166,7 @@ def prediction_values_change(
         sample_weight = X.get_weight()
     w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
     weights = leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return _pvc_kernel(ens, weights)
+    return where_rows(_pvc_kernel(ens, weights), x)
 
 
 def _tree_pvc(ens: TreeEnsemble, X: Any, sample_weight: Any, batch_size: Any, devices: Any,
@@ -170,7 +183,7 @@ def _tree_pvc(ens: TreeEnsemble, X: Any, sample_weight: Any, batch_size: Any, de
         sample_weight = X.get_weight()
     w = as_weights(sample_weight, x.shape[0], fn_name, allow_all_zero=True)
     counts = tree_leaf_histogram(ens, x, w, batch_size=batch_size, devices=devices)
-    return tree_prediction_values_change(ens, counts)
+    return where_rows(tree_prediction_values_change(ens, counts), x)
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,35 +307,40 @@ def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str 
     therefore "abs" (the sum of per-output magnitudes) for ``loss_function == "MultiClass"`` and
     "sum", CatBoost's numbers, for every other loss; both agree when K == 1.
 
-    A ``TreeEnsemble`` (non-symmetric trees) gets CatBoost's walk over its trees
-    (``jaximp._tree_interaction``): each pair of nested splits on different features scores the
-    signed sum of the leaf values below, summed per tree and feature pair before the absolute
-    value; the numbers are those of the model reloaded from its JSON export (a freshly trained
-    model's differ in CatBoost, see that module).
+    A ``TreeEnsemble`` (non-symmetric trees) gets CatBoost's walk over its trees: each pair of
+    nested splits on different features scores the signed sum of the leaf values below, summed
+    per tree and feature pair before the absolute value. The numbers are those of the model
+    reloaded from its JSON export: in CatBoost, a freshly trained non-symmetric model's
+    Interaction changes after that round trip (CatBoost issue 2136), and the reloaded model is
+    the one whose trees jaximp reads.
 
     With categorical features (either kind of ensemble), CatBoost scores pairs of its internal
     features (float features, each categorical feature's one-hot values together, CTRs), then
     credits each pair to the pairs of input columns those features are built from: a one-hot
     feature is credited to no column and a column paired with itself is dropped, but both stay
-    in the total, so the upper triangle sums to 100 or less (see ``_categorical_interaction``).
-    That result is computed on the host and is not differentiable.
+    in the total, so the upper triangle sums to 100 or less. That result is computed on the
+    host and is not differentiable.
 
     Args:
         ens: the model.
         output_reduction: None (see above), "sum" or "abs".
 
     Returns:
-        ``f32[F, F]``, symmetric, non-negative, zero diagonal; the upper triangle sums to 100
-        (at most 100 with categorical features; all zeros when no tree has two splits on
-        different features).
+        ``f32[F, F]`` (a ``jax.Array``), symmetric, non-negative, zero diagonal; the upper
+        triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
+        two splits on different features).
 
     Raises:
         TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
         ValueError: an unknown ``output_reduction``.
 
     Example:
-        >>> m = jaximp.interaction(ens)  # doctest: +SKIP
-        >>> float(m[0, 1])               # CatBoost's score for the pair (0, 1)  # doctest: +SKIP
+        >>> m = jaximp.interaction(ens)
+        >>> m.shape
+        (10, 10)
+        >>> f, g, score = model.get_feature_importance(type="Interaction")[0]  # the top pair
+        >>> np.allclose(m[int(f), int(g)], score, rtol=1e-5, atol=1e-4)
+        True
     """
     fn_name = "interaction"
     if not isinstance(ens, TreeEnsemble):
@@ -393,7 +411,8 @@ def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
     An oblivious tree is read as the binary tree it unrolls to, with CatBoost's orientation (the
     root is the split of the highest bit, as ``plot_tree`` draws it): the split of depth ``d``
     of a tree of depth ``D_t`` sits in ``2**(D_t - 1 - d)`` nodes, each counted as one split,
-    exactly as XGBoost would count the nodes of that binary tree (seeds 001, 003). A node's
+    exactly as XGBoost would count the nodes of that binary tree (XGBoost docs,
+    ``Booster.get_score``'s ``importance_type``). A node's
     cover is the training weight reaching it (``ens.leaf_weights`` summed over its leaves:
     CatBoost stores weights, not hessians; they agree for RMSE); its gain is the weighted
     squared change of the model's output that its split makes::
@@ -401,8 +420,8 @@ def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
         gain(node) = scale^2 * (cL |VL - V|^2 + cR |VR - V|^2)      (summed over the K outputs)
 
     with ``cL, cR`` the children's covers and ``VL, VR, V`` the cover-weighted mean leaf values
-    of the children and the node. This is the bottom-up merge of seed 000 (CatBoost's
-    PredictionValuesChange for non-symmetric trees) and, for squared loss without leaf
+    of the children and the node. This is the bottom-up merge of CatBoost's
+    PredictionValuesChange for non-symmetric trees and, for squared loss without leaf
     regularisation, XGBoost's structure-score gain ``(GL^2/HL + GR^2/HR - G^2/H) / 2`` times
     ``2 * learning_rate^2``. A tree's gains add up to the weighted variance of its output,
     ``scale^2 sum_l c_l |v_l - mean|^2``. At the deepest split it equals PredictionValuesChange's
@@ -426,7 +445,8 @@ def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
         type: one of "weight", "split", "gain", "total_gain", "cover", "total_cover", "impurity".
 
     Returns:
-        ``f32[F]``; not normalised, except "impurity" (sums to 1, or all 0 without a split).
+        ``f32[F]`` (a ``jax.Array``); not normalised, except "impurity" (sums to 1, or all 0
+        without a split).
 
     Raises:
         TypeError: ``ens`` is not an ensemble.
@@ -434,7 +454,10 @@ def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
             and covers of a model without leaf weights.
 
     Example:
-        >>> jaximp.split_importance(ens, "total_gain")  # doctest: +SKIP
+        >>> jaximp.split_importance(ens, "total_gain").shape
+        (10,)
+        >>> int(jaximp.split_importance(ens, "weight").sum())  # 20 trees of 2**4 - 1 nodes
+        300
     """
     fn_name = "split_importance"
     if not isinstance(ens, TreeEnsemble):

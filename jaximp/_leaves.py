@@ -1,6 +1,6 @@
 """Leaf indices and raw predictions: the per-row data path every explanation starts from.
 
-Following CatBoost's fast scorer (seed 002), each feature is quantized once against its own
+Following CatBoost's fast scorer (its quantized "binarized features"), each feature is quantized once against its own
 sorted borders, ``bin(x) = #{b in borders[f] : b < x}``, and a split ``x > borders[f][j]`` is
 then the small-integer compare ``bin(x) > j``. Rows are laid out feature-major (``[F, n]``) so
 that fetching the bins of a tree's split features is a gather of whole rows, which XLA turns
@@ -198,9 +198,12 @@ def _predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
     return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block)
 
 
-def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
-                 progress: bool = True):
+def leaf_indices(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: int | None = None,
+                 devices: Any = None, progress: bool = True) -> Any:
     """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes``.
+
+    A ``TreeEnsemble`` numbers leaves as its library does: CatBoost's depth-first order,
+    scikit-learn's ``apply``, XGBoost's and LightGBM's ``pred_leaf``.
 
     Args:
         ens: the model.
@@ -210,13 +213,19 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``i32[N, T]``; bit ``d`` of ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``.
+        ``i32[N, T]``; for an oblivious tree, bit ``d`` of ``[n, t]`` is the outcome of tree
+        ``t``'s split at depth ``d``. NumPy for rows in host memory, a ``jax.Array`` on the
+        rows' device for rows given as one.
 
     Raises:
-        TypeError, ValueError: ``X`` is not numeric ``[N, F]`` data (see ``as_features``).
+        TypeError, ValueError: ``X`` is not ``[N, F]`` rows of the model's features.
 
     Example:
-        >>> jaximp.leaf_indices(ens, X)  # doctest: +SKIP
+        >>> leaves = jaximp.leaf_indices(ens, X)
+        >>> leaves.shape, leaves.dtype
+        ((442, 20), dtype('int32'))
+        >>> np.array_equal(leaves, model.calc_leaf_indexes(X))
+        True
     """
     if isinstance(ens, TreeEnsemble):
         return tree_leaf_indices(ens, as_features(X, ens, "leaf_indices"), batch_size=batch_size,
@@ -229,11 +238,21 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
     )
 
 
-def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
-            progress: bool = True):
+def predict(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: int | None = None,
+            devices: Any = None, progress: bool = True) -> Any:
     """Raw predictions, CatBoost's ``RawFormulaVal``: ``f32[N]`` if K == 1 else ``f32[N, K]``.
 
-    See :meth:`ObliviousEnsemble.predict`.
+    The same as ``ens.predict(X)`` (:meth:`ObliviousEnsemble.predict`,
+    :meth:`TreeEnsemble.predict`), with a progress bar (tqdm) when the call lasts over 2
+    seconds; ``progress=False`` silences it. NumPy for rows in host memory, a ``jax.Array`` on
+    the rows' device for rows given as one.
+
+    Example:
+        >>> jaximp.predict(ens, X).shape
+        (442,)
+        >>> import jax
+        >>> isinstance(jaximp.predict(ens, jax.numpy.asarray(X.to_numpy())), jax.Array)
+        True
     """
     if isinstance(ens, TreeEnsemble):
         return tree_predict(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices,

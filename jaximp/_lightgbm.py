@@ -87,13 +87,19 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
         TypeError: ``model`` is not a LightGBM model or a path.
         ValueError: the file is missing or not a LightGBM model text, the estimator is not
             fitted, or the model has what jaximp does not support: categorical splits (or pandas
-            categorical columns), linear trees, or ``zero_as_missing`` splits whose zeros go
-            against their threshold (see the module docstring).
+            categorical columns), linear trees, or ``zero_as_missing=True`` splits whose default
+            direction sends zero the other way than their threshold does (no single border
+            expresses them).
 
     Example:
-        >>> model = lightgbm.LGBMRegressor(n_estimators=20).fit(X, y)    # doctest: +SKIP
-        >>> ens = jaximp.from_lightgbm(model)                            # doctest: +SKIP
-        >>> jaximp.shap_values(ens, X)  # == model.predict(X, pred_contrib=True)[:, :-1]  # doctest: +SKIP
+        >>> import lightgbm
+        >>> regressor = lightgbm.LGBMRegressor(n_estimators=10, num_leaves=8, verbose=-1).fit(X, y)
+        >>> lgb_ens = jaximp.from_lightgbm(regressor)
+        >>> lgb_ens
+        TreeEnsemble(trees=10, depth=..., features=10, outputs=1, loss='RMSE')
+        >>> contribs = regressor.predict(X, pred_contrib=True)
+        >>> np.allclose(jaximp.shap_values(lgb_ens, X), contribs[:, :-1], rtol=1e-5, atol=1e-3)
+        True
     """
     text, class_names = _model_text(model)
     return tree_ensemble_from_text(text, class_names=class_names)

@@ -5,7 +5,8 @@ L = 2**D leaves, K outputs, R repeats, B background rows.
 
 An oblivious (symmetric) tree of depth D applies the same split at every node of a level, so
 a row's leaf index is ``sum_d 2**d * [x[split_features[d]] > split_borders[d]]``: bit ``d`` of
-the leaf index is the outcome of the split at depth ``d`` (CatBoost's layout, seed 002).
+the leaf index is the outcome of the split at depth ``d`` (CatBoost's layout: the leaf numbers
+that ``calc_leaf_indexes`` returns).
 Trees shallower than D are padded: the padded depths have ``split_mask == False``, a border of
 ``+inf`` (never true), and leaves whose padded bits are set have weight 0, so every result is
 that of the unpadded tree.
@@ -29,7 +30,11 @@ NanMode = Literal["Min", "Max", "AsIs"]
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class ObliviousEnsemble:
-    """A trained oblivious ensemble: arrays are pytree leaves, sizes and names are static.
+    """A trained oblivious ensemble (CatBoost's symmetric trees) as a frozen JAX pytree.
+
+    Arrays are pytree leaves, sizes and names static fields, so the ensemble is an argument of
+    ``jax.jit``, ``jax.vmap`` and ``jax.grad`` like any other, and ``dataclasses.replace``
+    gives a modified copy. Build one with :func:`jaximp.from_catboost`.
 
     Attributes:
         split_features: ``i32[T, D]`` evaluated feature read by the split at each depth (0 where
@@ -39,8 +44,8 @@ class ObliviousEnsemble:
             ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
         split_mask: ``bool[T, D]`` False on padded depths of shallower trees.
         borders: ``f32[E, Bmax]`` each evaluated feature's sorted borders, padded with ``+inf``.
-        leaf_values: ``f32[T, L, K]`` leaf values, already multiplied by nothing: the raw
-            prediction is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
+        leaf_values: ``f32[T, L, K]`` leaf values as CatBoost stores them: the raw prediction
+            is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
         leaf_weights: ``f32[T, L]`` training weight of each leaf (0 for padded leaves).
         scale: ``f32[]`` CatBoost's scale.
         bias: ``f32[K]`` CatBoost's bias.
@@ -51,8 +56,9 @@ class ObliviousEnsemble:
         loss_function: the training loss as CatBoost names it ("RMSE", "Logloss", ...).
         class_names: class labels of a classifier, else ``()``.
         featurizer: None for numeric models, whose evaluated features are the F input columns
-            (E = F). With categorical features, the host-side map from raw columns to the E
-            evaluated features (float features, one-hot values, CTRs; ``jaximp._categorical``).
+            (E = F). With categorical features, the map (run on the host, in NumPy) from raw
+            columns to the E evaluated features: float features, one-hot values and CTRs, as
+            CatBoost computes them from the model's hashing and CTR tables.
         players: None (each input column is a player: P = F), or the P players of attribution:
             each a sorted tuple of the input columns it reads. CatBoost attributes to the
             distinct sets of columns that splits read, and divides a set's attribution equally
@@ -68,6 +74,14 @@ class ObliviousEnsemble:
             ``n_searched`` do and the others hold their bin already (``#{borders < value}``).
             The featurizer of a categorical model computes every bin (0 searched), so no border
             search is spent on the many CTRs such a model has.
+
+    Example:
+        >>> ens
+        ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
+        >>> ens.n_trees, ens.depth, ens.n_features, ens.n_outputs
+        (20, 4, 10, 1)
+        >>> ens.leaf_values.shape                                    # f32[T, L, K]
+        (20, 16, 1)
     """
 
     split_features: Array
@@ -108,7 +122,8 @@ class ObliviousEnsemble:
 
     @property
     def n_evaluated(self) -> int:
-        """E, the evaluated split features the kernels read (E = F for numeric models)."""
+        """E, the features the splits read: the F input columns of a numeric model; with
+        categorical features, its float features, one-hot values and CTRs."""
         return self.borders.shape[0]
 
     @property
@@ -128,7 +143,11 @@ class ObliviousEnsemble:
         """K: 1 for regression and binary, classes for multiclass, targets for multi-regression."""
         return self.leaf_values.shape[2]
 
-    def predict(self, X, *, batch_size: int | None = None, devices=None) -> Array:
+    def __repr__(self) -> str:
+        """One line: ``ObliviousEnsemble(trees=T, depth=D, features=F, outputs=K, loss='RMSE')``."""
+        return ensemble_repr(self, depth=size(self.split_features, 1))
+
+    def predict(self, X, *, batch_size: int | None = None, devices=None) -> Any:
         """Raw predictions, CatBoost's ``prediction_type="RawFormulaVal"``.
 
         Args:
@@ -137,15 +156,34 @@ class ObliviousEnsemble:
             devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
         Returns:
-            ``f32[N]`` when K == 1, else ``f32[N, K]``.
+            ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
+            ``jax.Array`` on the rows' device for rows given as one.
 
         Example:
-            >>> ens = jaximp.from_catboost(model)                # doctest: +SKIP
-            >>> ens.predict(X)                                   # doctest: +SKIP
+            >>> raw = ens.predict(X)
+            >>> raw.shape
+            (442,)
+            >>> np.allclose(raw, model.predict(X), rtol=1e-5, atol=1e-3)  # float32 sums
+            True
         """
         from jaximp._leaves import predict
 
         return predict(self, X, batch_size=batch_size, devices=devices)
+
+
+def size(array: Any, axis: int) -> int | str:
+    """``array.shape[axis]``, or "?" for a pytree leaf that is no array (such as the ints of a
+    ``jax.vmap`` ``in_axes`` tree shaped like an ensemble)."""
+    shape = getattr(array, "shape", None)
+    return shape[axis] if shape is not None and len(shape) > axis else "?"
+
+
+def ensemble_repr(ens: Any, *, depth: int | str) -> str:
+    """``Kind(trees=T, depth=D, features=F, outputs=K, loss='...')`` for either ensemble (the
+    loss left out when unknown); the arrays are summarised by their sizes, never printed."""
+    loss = f", loss={ens.loss_function!r}" if ens.loss_function else ""
+    return (f"{type(ens).__name__}(trees={size(ens.leaf_values, 0)}, depth={depth}, "
+            f"features={ens.n_features}, outputs={size(ens.leaf_values, 2)}{loss})")
 
 
 def check_ensemble(ens: Any, fn_name: str) -> None:

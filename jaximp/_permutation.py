@@ -1,6 +1,6 @@
 """Permutation importance from per-row step functions: a lookup per feature and repeat.
 
-sklearn's definition (Breiman 2001; ``sklearn.inspection.permutation_importance``, seed 004):
+sklearn's definition (Breiman 2001; ``sklearn.inspection.permutation_importance``):
 the importance of a feature in repeat ``r`` is the baseline score minus the score after the
 feature's column has been shuffled across rows. sklearn predicts the whole model again for
 every (feature, repeat): ``F * R * T`` tree evaluations per row.
@@ -25,13 +25,12 @@ of them is a step function of that column as above; a tree that splits on severa
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
-from sklearn.utils import Bunch
 
 from jaximp._batching import (
     like_rows,
@@ -65,6 +64,9 @@ from jaximp._tree_leaves import _predict_kernel as _tree_predict_kernel
 from jaximp._tree_model import TreeEnsemble
 from jaximp._tree_permutation import _permuted_kernel as _tree_permuted_kernel
 from jaximp._tree_permutation import tree_permutation_params
+
+if TYPE_CHECKING:
+    from sklearn.utils import Bunch
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
@@ -457,8 +459,10 @@ def permutation_importance(
     """Permutation importance: the drop in score when a feature's column is shuffled.
 
     ``importances[f, r] = score(y, raw(X)) - score(y, raw(X with column f permuted in repeat r))``,
-    sklearn's definition (``sklearn.inspection.permutation_importance``, Breiman 2001), computed
-    by re-evaluating only the trees that split on ``f`` (see the module docstring).
+    sklearn's definition (``sklearn.inspection.permutation_importance``, Breiman 2001). With a
+    row's other columns fixed, its prediction is a step function of column ``f``'s value (one
+    step per split on ``f``), so each (feature, repeat) costs two lookups in that function
+    instead of a new prediction of every tree.
 
     Randomness: repeat ``r`` uses one permutation of the rows for every feature or group (as
     sklearn, whose features share their permutations), drawn from ``fold_in(key, r)``; the
@@ -467,15 +471,16 @@ def permutation_importance(
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool);
-            categorical columns hold their raw values (see ``jaximp._permutation_groups`` for
-            how permuting a categorical column re-evaluates its one-hot and CTR splits).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool);
+            categorical columns hold their raw values, and permuting one re-evaluates the one-hot
+            and CTR splits that read it.
         y: ``[N]`` targets, class labels of a classifier (matched to ``ens.class_names``), or
             ``[N, K]`` for multi-regression.
         scoring: None (minus the model's own loss, as CatBoost computes it: ``RMSE``,
             ``Logloss``, ``MultiClass``, ``MultiRMSE``, ...), an sklearn scorer name
             (``"neg_root_mean_squared_error"``, ``"r2"``, ``"accuracy"``, ``"neg_log_loss"``,
-            ``"roc_auc"``, ... see ``jaximp._metrics.SCORERS``), or a jit-able JAX function
+            ``"roc_auc"``, ``"f1"``, ..., each equal to the ``sklearn.metrics`` function of the
+            same name with ``sample_weight``), or a jit-able JAX function
             ``(y, raw, sample_weight) -> score``, greater is better, with ``raw`` ``f32[n]`` when
             K == 1 else ``f32[n, K]``, ``y`` the targets (class indices for multiclass, 0/1 for
             binary) and ``sample_weight`` ``f32[n]`` (ones when None).
@@ -503,9 +508,9 @@ def permutation_importance(
 
     A ``TreeEnsemble`` (non-symmetric trees) takes the same arguments, draws the same
     permutations for the same ``random_state`` and is scored by the same program; its permuted
-    rows are gathered on the device and predicted whole (``jaximp._tree_permutation``). With
+    rows are gathered on the device and predicted whole. With
     categorical features, both kinds permute the raw column: every one-hot value and CTR that
-    reads it moves with it (``jaximp._permutation_groups``).
+    reads it moves with it.
 
     Returns:
         ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
@@ -518,8 +523,12 @@ def permutation_importance(
             feature_groups or random_state (the message names the argument).
 
     Example:
-        >>> r = jaximp.permutation_importance(ens, X, y, n_repeats=10, random_state=0)  # doctest: +SKIP
-        >>> r.importances_mean                                                           # doctest: +SKIP
+        >>> r = jaximp.permutation_importance(ens, X, y, n_repeats=5, random_state=0)
+        >>> r.importances_mean.shape, r.importances.shape
+        ((10,), (10, 5))
+        >>> again = jaximp.permutation_importance(ens, X, y, n_repeats=5, random_state=0, batch_size=64)
+        >>> np.array_equal(r.importances, again.importances)         # same draws for any batch size
+        True
     """
     fn = "permutation_importance"
     if not isinstance(ens, TreeEnsemble):
@@ -559,6 +568,8 @@ def permutation_importance(
                                     sources, targets, weights, score_fn, batch_size=batch_size, devices=devices,
                                     fn_name=fn, progress=progress)
     result = like_rows((importances.mean(axis=1), importances.std(axis=1), importances), x)
+    from sklearn.utils import Bunch  # imported here: scikit-learn takes a second to import
+
     return Bunch(importances_mean=result[0], importances_std=result[1], importances=result[2])
 
 

@@ -257,28 +257,31 @@ def _explain(ens: ObliviousEnsemble, tab: ShapTables, X: Any, *, batch_size: int
     return squeeze_outputs(out, ens.n_outputs)
 
 
-def _host(x: Array) -> Any:
-    return x if isinstance(x, jax.core.Tracer) else np.asarray(x)
-
 
 class Explainer:
-    """SHAP explainer of an oblivious ensemble, with its per-tree tables computed once.
+    """SHAP explainer of a tree ensemble, with its per-tree tables computed once, in the manner
+    of shap's ``TreeExplainer``: calling it gives a ``shap.Explanation``, so shap's plots work.
 
     Args:
-        ens: the model (``jaximp.from_catboost``).
+        ens: the model (``ObliviousEnsemble`` or ``TreeEnsemble``).
         background: ``[B, F]`` rows for ``method="interventional"`` (NumPy/JAX array, pandas or
-            polars DataFrame, numeric catboost.Pool); None otherwise.
+            polars DataFrame, catboost.Pool); None otherwise.
         method: ``"path_dependent"`` (default), ``"exact"``, ``"approximate"`` or
             ``"interventional"``; definitions and references in :func:`shap_values`.
 
     Raises:
-        TypeError, ValueError: ``ens`` is not an ObliviousEnsemble, an unknown method, a missing
-            or unexpected background, or a background with the wrong columns.
+        TypeError, ValueError: ``ens`` is not an ensemble, an unknown method, a missing or
+            unexpected background, or a background with the wrong columns.
 
     Example:
-        >>> explainer = jaximp.Explainer(ens)                   # doctest: +SKIP
-        >>> explanation = explainer(X)                          # doctest: +SKIP
-        >>> shap.plots.beeswarm(explanation)                    # doctest: +SKIP
+        >>> explainer = jaximp.Explainer(ens)
+        >>> explainer
+        Explainer(ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE'), method='path_dependent')
+        >>> explanation = explainer(X)             # shap.plots.beeswarm(explanation) draws it
+        >>> explanation.values.shape, explanation.feature_names[:3]
+        ((442, 10), ['age', 'sex', 'bmi'])
+        >>> np.allclose(explainer.shap_values(X), jaximp.shap_values(ens, X))
+        True
     """
 
     def __init__(self, ens: ObliviousEnsemble | TreeEnsemble, background: Any = None,
@@ -286,6 +289,7 @@ class Explainer:
         ens = general(ens, method, "Explainer")
         self.ens = ens
         self.method = method
+        self._background_rows = None if background is None else _n_rows(background)
         if isinstance(ens, TreeEnsemble):
             background = None if background is None else as_features(background, ens, "Explainer", "background")
             self.tables = tree_shap_plan(ens, method, background)
@@ -294,14 +298,22 @@ class Explainer:
             self.tables = shap_tables(ens, method, background, fn_name="Explainer")
             self._expected = squeeze_outputs(self.tables.expected, ens.n_outputs)
 
+    def __repr__(self) -> str:
+        """One line: the model's summary, the method and the background's rows."""
+        background = "" if self._background_rows is None else f", background_rows={self._background_rows}"
+        return f"Explainer({self.ens!r}, method={self.method!r}{background})"
+
     @property
-    def expected_value(self) -> Any:
-        """The expected raw prediction: ``f32[]`` when K == 1, else ``f32[K]``."""
-        return _host(self._expected)
+    def expected_value(self) -> Array:
+        """The expected raw prediction, as :func:`expected_value`: ``f32[]`` when K == 1, else
+        ``f32[K]``, a ``jax.Array`` (a function of the model and the background alone)."""
+        return self._expected
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     progress: bool = True, fn_name: str = "Explainer.shap_values") -> Any:
-        """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]``; see :func:`shap_values`."""
+        """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]`` from the explainer's tables,
+        as :func:`shap_values` computes them: NumPy for rows in host memory, a ``jax.Array`` on
+        the rows' device for rows given as one."""
         if isinstance(self.ens, TreeEnsemble):
             return tree_shap_values_from_plan(self.ens, as_features(X, self.ens, fn_name), self.tables,
                                               batch_size=batch_size, devices=devices, progress=progress)
@@ -341,12 +353,30 @@ class Explainer:
         )
 
 
+def _n_rows(rows: Any) -> int:
+    """Rows of an array, DataFrame or ``catboost.Pool`` (``shape[0]``), or of a list."""
+    shape = getattr(rows, "shape", None)
+    return int(shape[0]) if shape is not None else len(rows)
+
+
 def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent", background: Any = None,
                 batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """SHAP values of every row, in raw score space.
 
-    Each tree's attributions are tabulated per leaf once (see the module docstring for the value
-    function of each method and its reference); each row then costs one gather per tree.
+    Each tree's attributions are tabulated per leaf once; each row then costs one gather per
+    tree. The methods differ in the value ``v(S)`` of a coalition S of a tree's features for a
+    row ``x``, and each tree's values ``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i)
+    - v(S))`` over its n distinct features are summed over the trees:
+
+    * ``"path_dependent"``: TreeSHAP (Lundberg et al. 2020, "From local explanations to global
+      understanding with explainable AI for trees", Algorithm 1): ``x`` is followed at splits on
+      features in S, and both children are averaged by their training weight elsewhere.
+    * ``"exact"``: CatBoost's ``"Exact"``: the features outside S are drawn from the tree's
+      training leaf distribution.
+    * ``"approximate"``: Saabas' path attribution (Saabas 2014, "Interpreting random forests"):
+      each split on the row's path is credited with the change of the mean value it makes.
+    * ``"interventional"``: ``v(S)`` is the mean prediction with the features outside S taken
+      from each background row (Lundberg et al. 2020; Janzing et al. 2020).
 
     Args:
         ens: the model.
@@ -364,15 +394,23 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
 
     Returns:
         ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
-        ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``.
+        ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
+        host memory, a ``jax.Array`` on the rows' device for rows given as one.
 
     Raises:
         TypeError, ValueError: a bad model, rows, method or background.
 
     Example:
-        >>> phi = jaximp.shap_values(ens, X)                                 # doctest: +SKIP
-        >>> phi = jaximp.shap_values(ens, X, method="interventional",
-        ...                          background=X_train[:1000])              # doctest: +SKIP
+        >>> phi = jaximp.shap_values(ens, X)
+        >>> phi.shape
+        (442, 10)
+        >>> catboost_phi = model.get_feature_importance(catboost.Pool(X), type="ShapValues")
+        >>> np.allclose(phi, catboost_phi[:, :-1], rtol=1e-5, atol=1e-3)  # float32 sums
+        True
+        >>> phi = jaximp.shap_values(ens, X, method="interventional", background=X[:100])
+        >>> base = jaximp.expected_value(ens, method="interventional", background=X[:100])
+        >>> np.allclose(phi.sum(1) + base, ens.predict(X), rtol=1e-5, atol=1e-3)
+        True
     """
     ens = general(ens, method)
     if isinstance(ens, TreeEnsemble):
@@ -414,7 +452,11 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
         TypeError, ValueError: as :func:`shap_values`.
 
     Example:
-        >>> jaximp.shap_importance(ens, X)  # doctest: +SKIP
+        >>> mean_abs = jaximp.shap_importance(ens, X)
+        >>> mean_abs.shape
+        (10,)
+        >>> np.allclose(mean_abs, np.abs(jaximp.shap_values(ens, X)).mean(0), rtol=1e-5, atol=1e-5)
+        True
     """
     fn_name = "shap_importance"
     ens = general(ens, method, fn_name)
@@ -432,16 +474,32 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
                     progress=progress)
 
 
-def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", background: Any = None) -> Any:
-    """The SHAP base value: ``f32[]`` when K == 1, else ``f32[K]`` (a ``jax.Array``, as every
-    function of the model alone), in raw score space.
+def expected_value(ens: ObliviousEnsemble | TreeEnsemble, *, method: str = "path_dependent",
+                   background: Any = None) -> Array:
+    """The SHAP base value, in raw score space: CatBoost's last ``ShapValues`` column.
 
     ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias`` with ``p_t`` the tree's training leaf
     weights (``path_dependent``, ``exact``, ``approximate``) or its background leaf histogram
-    (``interventional``), normalised; CatBoost's last ``ShapValues`` column.
+    (``interventional``), normalised.
+
+    Args:
+        ens: the model.
+        method, background: as for :func:`shap_values`.
+
+    Returns:
+        ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
+        alone (a background included).
 
     Raises:
         TypeError, ValueError: a bad model, method or background.
+
+    Example:
+        >>> base = jaximp.expected_value(ens)
+        >>> base.shape
+        ()
+        >>> catboost_phi = model.get_feature_importance(catboost.Pool(X), type="ShapValues")
+        >>> np.allclose(base, catboost_phi[0, -1], rtol=1e-5, atol=1e-3)
+        True
     """
     ens = general(ens, method, "expected_value")
     if isinstance(ens, TreeEnsemble):
@@ -456,7 +514,7 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
     return squeeze_outputs(_shap_tables.expected_output(ens, dist), ens.n_outputs)
 
 
-def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None,
+def shap_interaction_values(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: int | None = None,
                             devices: Any = None, progress: bool = True) -> Any:
     """SHAP interaction values (path-dependent), CatBoost ``ShapInteractionValues`` without the
     bias row and column.
@@ -465,8 +523,9 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     distinct features with the path-dependent value function: ``Phi_ij = sum_{S without i, j}
     |S|! (n - |S| - 2)! / (2 (n - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
     ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``. With
-    categorical features the players are CatBoost's combination classes, unpacked onto columns as
-    CatBoost does (see ``_pairs_to_columns``); where a CTR combines several categorical columns,
+    categorical features the players are CatBoost's combination classes (the sets of columns a
+    split reads), unpacked onto columns as CatBoost does; where a CTR combines several
+    categorical columns,
     CatBoost drops the part of its interactions that falls on a column with itself, and so does
     this function, so those rows sum to slightly less than the SHAP values.
 
@@ -478,10 +537,18 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes.
+        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes:
+        NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
 
     Raises:
         TypeError, ValueError: a bad model or rows.
+
+    Example:
+        >>> inter = jaximp.shap_interaction_values(ens, X[:50])
+        >>> inter.shape
+        (50, 10, 10)
+        >>> np.allclose(inter.sum(2), jaximp.shap_values(ens, X[:50]), rtol=1e-5, atol=1e-3)
+        True
     """
     return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values",
                          progress=progress)
@@ -495,6 +562,11 @@ def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *
     Equals ``np.abs(shap_interaction_values(ens, X)).mean(0)`` to float32 rounding (steps
     reduced on the device, added in float64); memory ``O(batch_size F^2)`` whatever N.
 
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows.
+        batch_size, devices, progress: as for :func:`shap_interaction_values`.
+
     Returns:
         ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
         |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
@@ -503,7 +575,12 @@ def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *
         TypeError, ValueError: as :func:`shap_interaction_values`.
 
     Example:
-        >>> jaximp.shap_interaction_importance(ens, X)  # doctest: +SKIP
+        >>> mean_abs = jaximp.shap_interaction_importance(ens, X[:50])
+        >>> mean_abs.shape
+        (10, 10)
+        >>> np.allclose(mean_abs, np.abs(jaximp.shap_interaction_values(ens, X[:50])).mean(0),
+        ...             rtol=1e-5, atol=1e-5)
+        True
     """
     return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_importance",
                          reduce=True, progress=progress)

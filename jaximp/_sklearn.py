@@ -95,9 +95,13 @@ def from_sklearn(model: Any) -> TreeEnsemble:
             ``HistGradientBoostingRegressor``/``Classifier``.
 
     Returns:
-        The ensemble (see the module docstring for outputs, bias and scale):
-        ``leaf_values f32[T, L, K]``, ``predict`` equal to the model's raw output, ``leaf_indices``
-        to its ``apply``, ``split_importance(ens, "impurity")`` to its ``feature_importances_``.
+        The ensemble: ``leaf_values f32[T, L, K]``, ``predict`` equal to the model's raw output
+        (``predict`` for regressors, ``predict_proba`` for tree and forest classifiers,
+        ``decision_function`` for boosting classifiers; K their outputs, classes, or 1 for a
+        binary boosting classifier), ``leaf_indices`` to its ``apply``,
+        ``split_importance(ens, "impurity")`` to its ``feature_importances_``. A forest's scale
+        is ``1 / T``; GradientBoosting's is its ``learning_rate`` and its ``init_`` prediction
+        the bias.
         ``feature_names`` are ``feature_names_in_`` (a DataFrame's columns are then matched by
         name), else ``"0".."F-1"`` (columns taken in order).
 
@@ -107,9 +111,16 @@ def from_sklearn(model: Any) -> TreeEnsemble:
             categorical features, or a GradientBoosting ``init`` whose prediction is not a constant.
 
     Example:
-        >>> from sklearn.ensemble import RandomForestRegressor          # doctest: +SKIP
-        >>> ens = jaximp.from_sklearn(RandomForestRegressor().fit(X, y))  # doctest: +SKIP
-        >>> jaximp.shap_values(ens, X)                                  # doctest: +SKIP
+        >>> from sklearn.ensemble import RandomForestRegressor
+        >>> forest = RandomForestRegressor(n_estimators=10, max_depth=4, random_state=0).fit(X, y)
+        >>> forest_ens = jaximp.from_sklearn(forest)
+        >>> forest_ens
+        TreeEnsemble(trees=10, depth=4, features=10, outputs=1, loss='RMSE')
+        >>> np.allclose(forest_ens.predict(X), forest.predict(X), rtol=1e-5, atol=1e-3)
+        True
+        >>> np.allclose(jaximp.split_importance(forest_ens, "impurity"), forest.feature_importances_,
+        ...             rtol=1e-5, atol=1e-6)
+        True
     """
     name = _estimator_name(model)
     _check_fitted(model, name)

@@ -52,10 +52,6 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
     Raises:
         ValueError: not a CatBoost JSON model, no non-symmetric trees, features jaximp does not
             support (text, embedding), or a corrupt file.
-
-    Example:
-        >>> model.save_model("m.json", format="json")                     # doctest: +SKIP
-        >>> ens = tree_ensemble_from_json(json.load(open("m.json")))      # doctest: +SKIP
     """
     if not isinstance(model_json, dict) or "features_info" not in model_json:
         raise ValueError("from_catboost: the model file is not a CatBoost JSON model")

@@ -84,9 +84,6 @@ def tree_prediction_values_change(ens: TreeEnsemble, leaf_weights: Array | None 
     Raises:
         TypeError: ``ens`` is not a TreeEnsemble.
         ValueError: the model carries no leaf weights and none are given.
-
-    Example:
-        >>> tree_prediction_values_change(ens)  # doctest: +SKIP
     """
     fn_name = "prediction_values_change"
     check_tree_ensemble(ens, fn_name)

@@ -19,7 +19,7 @@ a terminal node of its own (json_model_helpers.cpp, ``GetNonSymmetricModelTrees`
 walk above. A freshly trained or ``.cbm`` model keeps a leaf whose sibling is an internal node
 *inside* its parent (model_build_helper.cpp, ``TNonSymmetricTreeModelBuilder::AddTreeNode``), and
 the same walk then drops that leaf's last edge and gives its sibling sign -1 even on the right:
-that is why CatBoost's Interaction of such a model changes after a JSON round trip (issue 10).
+that is why CatBoost's Interaction of such a model changes after a JSON round trip.
 The JSON-reloaded model, which predicts the same and is CatBoost's reference for these trees, is
 the one reproduced here (checked against CatBoost 1.2.10).
 
@@ -155,9 +155,6 @@ def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
         ``f32[F, F]`` symmetric, non-negative, zero diagonal, the upper triangle summing to 100
         (all zeros when no tree has two nested splits on different features). Differentiable in
         ``ens.leaf_values``; the tree structure is read on the host (not under ``jax.jit``).
-
-    Example:
-        >>> tree_interaction(ens, output_reduction="sum")  # doctest: +SKIP
     """
     terms = PairTerms(*(jnp.asarray(a) for a in pair_terms(ens)))
     return _interaction_kernel(ens, terms, output_reduction=output_reduction)

@@ -82,9 +82,6 @@ def tree_leaf_indices(ens: TreeEnsemble, x: Any, *, batch_size: int | None = Non
 
     Returns:
         ``i32[N, T]``: leaves numbered depth-first, left to right, or by ``ens.leaf_ids``.
-
-    Example:
-        >>> tree_leaf_indices(ens, X)  # doctest: +SKIP
     """
     return map_rows(_leaf_kernel, ens, x, batch_size=batch_size, devices=devices,
                     fn_name="leaf_indices", host_dtype=np.int32, progress=progress)

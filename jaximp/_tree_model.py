@@ -30,23 +30,31 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._model import NanMode, to_columns
+from jaximp._model import NanMode, ensemble_repr, to_columns
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class TreeEnsemble:
-    """A trained ensemble of general binary trees: arrays are pytree leaves, sizes and names static.
+    """A trained ensemble of general binary trees as a frozen JAX pytree, padded to one shape.
+
+    CatBoost's non-symmetric trees (``grow_policy="Depthwise"``/``"Lossguide"``) and the trees
+    of scikit-learn, XGBoost and LightGBM import as one (:func:`jaximp.from_catboost`,
+    :func:`jaximp.from_sklearn`, :func:`jaximp.from_xgboost`, :func:`jaximp.from_lightgbm`).
+    Each tree has internal nodes ``0..M-1`` and leaves ``0..L-1``; a child (or root) pointer
+    ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``. Leaves
+    are numbered depth-first, left to right (CatBoost's ``calc_leaf_indexes`` numbering);
+    smaller trees are padded with nodes never reached and leaves of value and weight 0.
 
     Attributes:
         roots: ``i32[T]`` each tree's root pointer: internal node 0, or ``~0 = -1`` for a tree
             that is a single leaf.
-        node_features: ``i32[T, M]`` evaluated feature (column of the kernels' rows ``x``) that
-            each internal node reads; 0 where padded.
+        node_features: ``i32[T, M]`` the evaluated feature (an input column for numeric models)
+            that each internal node reads; 0 where padded.
         node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
             With a featurizer, ``x`` is a bin and the border the index of the split's border.
         node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
-        node_children: ``i32[T, M, 2]`` left and right child pointers (see the module docstring).
+        node_children: ``i32[T, M, 2]`` left and right child pointers (see above).
         leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
             + bias``.
         leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf, 0 where padded; an
@@ -57,15 +65,15 @@ class TreeEnsemble:
         n_features: F, the model's input columns.
         feature_names: the F column names.
         nan_modes: per evaluated feature "Min", "Max" or "AsIs" (as in ``ObliviousEnsemble``;
-            the kernels read ``node_nan_right``).
+            each node's own NaN direction is ``node_nan_right``).
         loss_function: the training loss's name ("RMSE", "Logloss", ...), "" when unknown.
         class_names: class labels of a classifier, else ``()``.
         leaf_weights_known: False when the model file carries no leaf weights.
         featurizer, players, player_of, reads: None for numeric models (E == F, each column its
-            own player), as in ``ObliviousEnsemble``: with categorical features, the host-side map
-            from raw columns to the E evaluated features' bins, the P players of attribution
-            (CatBoost's combination classes, each a sorted tuple of input columns), the player of
-            each evaluated feature and the columns each evaluated feature reads.
+            own player), as in ``ObliviousEnsemble``: with categorical features, the map (run on
+            the host, in NumPy) from raw columns to the E evaluated features' bins, the P players
+            of attribution (CatBoost's combination classes, each a sorted tuple of input
+            columns), the player of each evaluated feature and the columns each one reads.
         n_searched: None when the rows hold raw values; 0 when they hold every evaluated
             feature's bin (a featurizer's rows), as in ``ObliviousEnsemble``.
         node_gains: ``f32[T, M]`` each internal node's split gain as its library reports it
@@ -81,6 +89,12 @@ class TreeEnsemble:
             trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
             ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
             GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
+
+    Example:
+        >>> from sklearn.tree import DecisionTreeRegressor
+        >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
+        >>> jaximp.from_sklearn(tree)
+        TreeEnsemble(trees=1, depth=3, features=10, outputs=1, loss='RMSE')
     """
 
     roots: Array
@@ -109,6 +123,10 @@ class TreeEnsemble:
     leaf_ids: Array | None = None
     impurity_scheme: str = dataclasses.field(default="", metadata=dict(static=True))
 
+    def __repr__(self) -> str:
+        """One line: ``TreeEnsemble(trees=T, depth=D, features=F, outputs=K, loss='RMSE')``."""
+        return ensemble_repr(self, depth=self.depth)
+
     @property
     def n_trees(self) -> int:
         """T, the number of trees."""
@@ -131,7 +149,8 @@ class TreeEnsemble:
 
     @property
     def n_evaluated(self) -> int:
-        """E, the evaluated split features the kernels read (E = F for numeric models)."""
+        """E, the features the splits read: the F input columns of a numeric model; with
+        categorical features, its float features, one-hot values and CTRs."""
         return len(self.nan_modes)
 
     @property
@@ -148,12 +167,24 @@ class TreeEnsemble:
             return self.node_features
         return jnp.asarray(self.player_of, jnp.int32)[self.node_features]
 
-    def predict(self, X, *, batch_size: int | None = None, devices=None):
-        """Raw predictions (CatBoost's ``RawFormulaVal``): ``f32[N]`` if K == 1 else ``f32[N, K]``.
+    def predict(self, X, *, batch_size: int | None = None, devices=None) -> Any:
+        """Raw predictions: CatBoost's ``RawFormulaVal``, or the raw output of the library the
+        trees come from (see its importer).
+
+        Args:
+            X: ``[N, F]`` rows: NumPy/JAX array, pandas/polars DataFrame or catboost.Pool.
+            batch_size: rows per device step (None picks one).
+            devices: None, an int or a list of ``jax.Device`` to shard rows over.
+
+        Returns:
+            ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
+            ``jax.Array`` on the rows' device for rows given as one.
 
         Example:
-            >>> ens = tree_ensemble_from_json(model_json)   # doctest: +SKIP
-            >>> ens.predict(X)                              # doctest: +SKIP
+            >>> from sklearn.tree import DecisionTreeRegressor
+            >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
+            >>> np.allclose(jaximp.from_sklearn(tree).predict(X), tree.predict(X), rtol=1e-5)
+            True
         """
         from jaximp._inputs import as_features
         from jaximp._tree_leaves import tree_predict

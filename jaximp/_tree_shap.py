@@ -482,9 +482,6 @@ def tree_shap_values(ens: TreeEnsemble, x: Any, *, method: str = "path_dependent
 
     Raises:
         TypeError, ValueError: a bad model, method, background or a model too deep for tables.
-
-    Example:
-        >>> tree_shap_values(ens, x)  # doctest: +SKIP
     """
     plan = tree_shap_plan(ens, method, background, batch_size=batch_size, devices=devices, x=x)
     return tree_shap_values_from_plan(ens, x, plan, batch_size=batch_size, devices=devices, progress=progress)

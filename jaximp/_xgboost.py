@@ -89,9 +89,14 @@ def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None) 
             or an unfitted model.
 
     Example:
-        >>> booster = xgboost.train(params, xgboost.DMatrix(X, y))   # doctest: +SKIP
-        >>> ens = jaximp.from_xgboost(booster)                        # doctest: +SKIP
-        >>> jaximp.shap_values(ens, X)                                # doctest: +SKIP
+        >>> import xgboost
+        >>> regressor = xgboost.XGBRegressor(n_estimators=10, max_depth=3).fit(X, y)
+        >>> xgb_ens = jaximp.from_xgboost(regressor)
+        >>> xgb_ens
+        TreeEnsemble(trees=10, depth=3, features=10, outputs=1, loss='RMSE')
+        >>> contribs = regressor.get_booster().predict(xgboost.DMatrix(X), pred_contribs=True)
+        >>> np.allclose(jaximp.shap_values(xgb_ens, X), contribs[:, :-1], rtol=1e-5, atol=1e-3)
+        True
     """
     model_json, class_names, default_range = _load(model)
     if iteration_range is not None:

@@ -13,10 +13,16 @@ Multi-GPU: run one worker per GPU (dask-cuda's ``LocalCUDACluster``, or ``dask w
 GPU, and chunks are explained where they are scheduled.
 
 Example:
-    >>> import dask.array as da, jaximp.dask                          # doctest: +SKIP
-    >>> X = da.from_zarr("rows.zarr")                                  # doctest: +SKIP
-    >>> phi = jaximp.dask.shap_values(ens, X)       # dask.array [N, F]  # doctest: +SKIP
-    >>> jaximp.dask.shap_importance(ens, X)         # NumPy f32[F]       # doctest: +SKIP
+    >>> import dask.array as da
+    >>> import jaximp.dask
+    >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))  # or da.from_zarr(...)
+    >>> phi = jaximp.dask.shap_values(ens, rows)                        # dask.array [N, F], lazy
+    >>> phi.shape, phi.chunks[0]
+    ((442, 10), (100, 100, 100, 100, 42))
+    >>> np.allclose(phi.compute(), jaximp.shap_values(ens, X), rtol=1e-5, atol=1e-5)
+    True
+    >>> jaximp.dask.shap_importance(ens, rows).shape                    # NumPy f32[F], computed now
+    (10,)
 """
 
 from __future__ import annotations
@@ -90,18 +96,41 @@ def _abs_sum_chunk(explainer: Any, rows: Any) -> np.ndarray:
 
 
 def predict(ens: Any, X: Any) -> da.Array:
-    """Raw predictions of every row (``jaximp.predict``): ``f32[N]`` or ``f32[N, K]`` as a dask array."""
+    """Raw predictions of every row (``jaximp.predict``): ``f32[N]`` or ``f32[N, K]`` as a dask array.
+
+    Example:
+        >>> import dask.dataframe as dd
+        >>> frame = dd.from_pandas(X, npartitions=3)             # columns matched by name
+        >>> raw = jaximp.dask.predict(ens, frame).compute()
+        >>> np.allclose(raw, ens.predict(X), rtol=1e-5, atol=1e-5)
+        True
+    """
     return _per_chunk(_predict_chunk, X, _ship(ens), "predict", _out_shape(ens), np.float32)
 
 
 def leaf_indices(ens: Any, X: Any) -> da.Array:
-    """Leaf index of every row in every tree (``jaximp.leaf_indices``): ``i32[N, T]`` as a dask array."""
+    """Leaf index of every row in every tree (``jaximp.leaf_indices``): ``i32[N, T]`` as a dask array.
+
+    Example:
+        >>> import dask.array as da
+        >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
+        >>> np.array_equal(jaximp.dask.leaf_indices(ens, rows).compute(), jaximp.leaf_indices(ens, X))
+        True
+    """
     return _per_chunk(_leaves_chunk, X, _ship(ens), "leaf_indices", (ens.n_trees,), np.int32)
 
 
 def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background: Any = None) -> da.Array:
     """SHAP values of every row (``jaximp.shap_values``): ``f32[N, F]`` or ``f32[N, F, K]`` as a
-    dask array. The per-tree tables are computed once, here, and shipped with the model."""
+    dask array. The per-tree tables are computed once, here, and shipped with the model.
+
+    Example:
+        >>> import dask.array as da
+        >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
+        >>> phi = jaximp.dask.shap_values(ens, rows, method="interventional", background=X[:100])
+        >>> phi.shape
+        (442, 10)
+    """
     from jaximp._shap import Explainer
 
     explainer = Explainer(ens, background=background, method=method)
@@ -116,8 +145,21 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
     Each chunk returns only its float64 sum of ``|SHAP|`` (``[F(, K)]``) and its row count; the
     sums are added by a tree reduction, so no worker or the client holds a per-row result.
 
+    Args:
+        ens: the model.
+        X: ``dask.array [N, F]`` or a dask DataFrame.
+        method, background: as for ``jaximp.shap_values``.
+        **compute_kwargs: passed to ``dask.compute``.
+
     Returns:
         NumPy ``f32[F]`` (``f32[F, K]`` when K > 1).
+
+    Example:
+        >>> import dask.array as da
+        >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
+        >>> np.allclose(jaximp.dask.shap_importance(ens, rows), jaximp.shap_importance(ens, X),
+        ...             rtol=1e-5, atol=1e-5)
+        True
     """
     from jaximp._shap import Explainer
 
@@ -185,11 +227,20 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
         **compute_kwargs: passed to ``dask.compute``.
 
     Returns:
-        ``sklearn.utils.Bunch(importances_mean, importances_std, importances [G, R])``.
+        ``sklearn.utils.Bunch(importances_mean f64[G], importances_std f64[G],
+        importances f64[G, R])`` of NumPy arrays (G = F without ``feature_groups``).
 
     Raises:
         TypeError, ValueError: bad arguments, a model with categorical features, a loss
             jaximp does not know or a scorer that is not a sum over rows.
+
+    Example:
+        >>> import dask.array as da
+        >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
+        >>> r = jaximp.dask.permutation_importance(ens, rows, y.to_numpy(), n_repeats=3, random_state=0)
+        >>> in_memory = jaximp.permutation_importance(ens, X, y, n_repeats=3, random_state=0)
+        >>> np.allclose(r.importances, in_memory.importances, rtol=1e-5, atol=1e-4)  # float32 losses
+        True
     """
     from sklearn.utils import Bunch
 

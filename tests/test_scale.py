@@ -62,6 +62,7 @@ def row_functions(ens, X):
         "shap_importance": lambda x: jaximp.shap_importance(ens, x),
         "shap_interaction_importance": lambda x: jaximp.shap_interaction_importance(ens, x),
         "Explainer.shap_values": lambda x: explainer.shap_values(x),
+        "prediction_values_change with rows": lambda x: jaximp.prediction_values_change(ens, x),
     }
 
 
@@ -82,8 +83,9 @@ def test_results_live_where_the_rows_are(ensemble):
 
 
 def test_functions_of_the_model_alone_return_jax_arrays(ensemble):
-    ens, _ = ensemble
-    outputs = [jaximp.prediction_values_change(ens), jaximp.expected_value(ens)]
+    ens, X = ensemble
+    outputs = [jaximp.prediction_values_change(ens), jaximp.expected_value(ens), jaximp.Explainer(ens).expected_value,
+               jaximp.expected_value(ens, method="interventional", background=X[:20])]
     if isinstance(ens, jaximp.ObliviousEnsemble):
         outputs += [jaximp.interaction(ens), jaximp.split_importance(ens, "gain")]
     for out in outputs:
