@@ -155,78 +155,120 @@ def sample_rows(batches: Any, rows: np.ndarray):
 # The run
 
 
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """The model and the data of a run, read and checked."""
+
+    ens: Any
+    library: str
+    dataset: Any  # pyarrow.dataset.Dataset of DATA
+    columns: list[str]  # DATA's columns holding the model's features, in the model's order
+    background: Any  # pandas DataFrame or None
+
+
 def explain(options: Options) -> str:
     """Run ``jaximp explain`` with ``options``; the path of the report written."""
     import jax
-    import pyarrow.parquet as pq
 
-    import jaximp
-    from jaximp._files import _dataset, output_labels, output_names
+    from jaximp._cli_report import MAX_SUMMARIES, write_plots, write_report
+    from jaximp._files import output_labels
 
-    run = Run()
-    started = time.perf_counter()
+    run, started = Run(), time.perf_counter()
+    method = _method(options)
     device = _device(options.device)
+    devices = None if options.device is None else [device]
+    with jax.default_device(device):
+        inputs = _read_inputs(run, options)
+        if os.path.exists(options.out) and not os.path.isdir(options.out):
+            raise ValueError(f"--out {options.out!r} is a file; it must be a directory (created if missing)")
+        os.makedirs(options.out, exist_ok=True)
+        importances, target_rows = _importances(run, inputs, options, devices)
+        shap_path = os.path.join(options.out, "shap.parquet")
+        run.say(f"SHAP values ({method}): {options.data} -> {shap_path}")
+        mean_abs, n_rows = run.timed(f"SHAP values ({method}), streamed to shap.parquet", _stream_shap, inputs,
+                                     options, method, shap_path, devices)
+        interaction = _model_only(run, "Interaction", "interaction", inputs.ens)
+
+    ens, labels = inputs.ens, output_labels(inputs.ens)
+    table = importance_table(inputs.columns, mean_abs, labels, importances)
+    write_csv(os.path.join(options.out, "importances.csv"), table)
+    if len(labels) > MAX_SUMMARIES:
+        run.notes.append(f"SHAP summary plots of the first {MAX_SUMMARIES} of the {len(labels)} outputs only.")
+    sample = run.timed("read a sample of rows for the beeswarm plot", _summary_sample, inputs.dataset,
+                       inputs.columns, shap_path, n_rows)
+    plots = run.timed("plots", write_plots, options.out, inputs.columns, table, labels, _shap_columns(ens),
+                      interaction, sample, n_rows, "class" if ens.class_names else "output")
+    run.timings.append(("total", time.perf_counter() - started))
+    context = dict(options=options, library=inputs.library, ens=ens, n_rows=n_rows, method=method, labels=labels,
+                   background_rows=None if inputs.background is None else len(inputs.background),
+                   target_rows=target_rows, device=_device_name(device), plots=plots)
+    return write_report(os.path.join(options.out, "report.md"), table, run, context)
+
+
+def _method(options: Options) -> str:
+    """The SHAP method: ``--method``, else interventional with ``--background``, else path_dependent."""
     method = options.method or ("interventional" if options.background else "path_dependent")
     if method == "interventional" and options.background is None:
         raise ValueError("--method interventional needs --background FILE (the rows to average over)")
     if options.background is not None and method != "interventional":
         raise ValueError(f"--background is used only by --method interventional; got --method {method}")
+    return method
 
-    with jax.default_device(device):
-        ens, library = run.timed("load the model", load_model, options.model)
-        run.say(f"model: {options.model} ({library}, {describe_model(ens)})")
-        dataset = _dataset(options.data, "DATA")
-        if options.target is not None and options.target not in dataset.schema.names:
-            raise ValueError(f"--target {options.target!r} is not a column of DATA {options.data!r} "
-                             f"(it has {_listed(list(dataset.schema.names))})")
-        columns = data_columns(dataset, ens, options.target, "DATA", options.data)
-        _check_rows(ens, first_rows(dataset, columns, 256), options.data)
-        background = None
-        if options.background is not None:
-            source = _dataset(options.background, "--background")
-            background = run.timed("read the background", first_rows, source,
-                                   data_columns(source, ens, options.target, "--background", options.background),
-                                   source.count_rows())
-        devices = None if options.device is None else [device]
-        if os.path.exists(options.out) and not os.path.isdir(options.out):
-            raise ValueError(f"--out {options.out!r} is a file; it must be a directory (created if missing)")
-        os.makedirs(options.out, exist_ok=True)
 
-        importances: dict[str, np.ndarray] = {}
-        pvc = _model_only(run, "PredictionValuesChange", jaximp.prediction_values_change, ens)
-        if pvc is not None:
-            importances["prediction_values_change"] = pvc
-        target_rows = 0
-        if options.target is not None:
-            target_rows = _with_target(run, ens, dataset, columns, options, devices, importances)
+def _read_inputs(run: Run, options: Options) -> Inputs:
+    """The model, DATA's columns (its first rows checked against the model) and the background,
+    every mismatch a ``ValueError`` before any long computation."""
+    from jaximp._files import _dataset
 
-        run.say(f"SHAP values ({method}): {options.data} -> {os.path.join(options.out, 'shap.parquet')}")
-        shap_path = os.path.join(options.out, "shap.parquet")
-        mean_abs = run.timed(f"SHAP values ({method}), streamed to shap.parquet", jaximp.explain_files, ens,
-                             options.data, out=shap_path, method=method, background=background, columns=columns,
-                             batch_rows=options.batch_rows, progress=options.progress, devices=devices)
-        n_rows = pq.ParquetFile(shap_path).metadata.num_rows
-        labels = output_labels(ens)
-        names = output_names(ens)[0]  # shap.parquet's columns, [F, K] in order
-        shap_columns = [names[k::len(labels)] for k in range(len(labels))]
-        interaction = _model_only(run, "Interaction", jaximp.interaction, ens)
+    ens, library = run.timed("load the model", load_model, options.model)
+    run.say(f"model: {options.model} ({library}, {describe_model(ens)})")
+    dataset = _dataset(options.data, "DATA")
+    if options.target is not None and options.target not in dataset.schema.names:
+        raise ValueError(f"--target {options.target!r} is not a column of DATA {options.data!r} "
+                         f"(it has {_listed(list(dataset.schema.names))})")
+    columns = data_columns(dataset, ens, options.target, "DATA", options.data)
+    _check_rows(ens, first_rows(dataset, columns, 256), options.data)
+    background = None
+    if options.background is not None:
+        source = _dataset(options.background, "--background")
+        chosen = data_columns(source, ens, options.target, "--background", options.background)
+        background = run.timed("read the background", lambda: source.to_table(columns=chosen).to_pandas())
+    return Inputs(ens, library, dataset, columns, background)
 
-    table = importance_table(columns, mean_abs, labels, importances)
-    write_csv(os.path.join(options.out, "importances.csv"), table)
-    from jaximp._cli_report import MAX_SUMMARIES, write_plots, write_report
 
-    if len(labels) > MAX_SUMMARIES:
-        run.notes.append(f"SHAP summary plots of the first {MAX_SUMMARIES} of the {len(labels)} outputs only.")
+def _importances(run: Run, inputs: Inputs, options: Options, devices: Any) -> tuple[dict[str, np.ndarray], int]:
+    """``({importances.csv column: f[F]}, rows used for the target's importances)``:
+    PredictionValuesChange where the model defines it, and with ``--target`` permutation
+    importance and LossFunctionChange."""
+    importances = {}
+    pvc = _model_only(run, "PredictionValuesChange", "prediction_values_change", inputs.ens)
+    if pvc is not None:
+        importances["prediction_values_change"] = pvc
+    target_rows = 0
+    if options.target is not None:
+        target_rows = _with_target(run, inputs.ens, inputs.dataset, inputs.columns, options, devices, importances)
+    return importances, target_rows
 
-    sample = run.timed("read a sample of rows for the beeswarm plot", _summary_sample, dataset, columns, shap_path,
-                       n_rows)
-    plots = run.timed("plots", write_plots, options.out, columns, table, labels, shap_columns, interaction, sample,
-                      n_rows, "class" if ens.class_names else "output")
-    run.timings.append(("total", time.perf_counter() - started))
-    context = dict(options=options, library=library, ens=ens, n_rows=n_rows, method=method, labels=labels,
-                   background_rows=None if background is None else len(background), target_rows=target_rows,
-                   device=_device_name(device), plots=plots)
-    return write_report(os.path.join(options.out, "report.md"), table, run, context)
+
+def _stream_shap(inputs: Inputs, options: Options, method: str, shap_path: str, devices: Any):
+    """``(mean |SHAP| f32[F] or f32[F, K], rows)`` with every row's SHAP values written to
+    ``shap_path`` batch by batch (:func:`jaximp.explain_files`)."""
+    import pyarrow.parquet as pq
+
+    import jaximp
+
+    mean_abs = jaximp.explain_files(inputs.ens, options.data, out=shap_path, method=method,
+                                    background=inputs.background, columns=inputs.columns,
+                                    batch_rows=options.batch_rows, progress=options.progress, devices=devices)
+    return mean_abs, pq.ParquetFile(shap_path).metadata.num_rows
+
+
+def _shap_columns(ens: Any) -> list[list[str]]:
+    """For each output, the F columns of ``shap.parquet`` holding its SHAP values."""
+    from jaximp._files import output_names
+
+    names, k = output_names(ens)[0], ens.n_outputs  # [F, K] in order
+    return [names[j::k] for j in range(k)]
 
 
 def describe_model(ens: Any) -> str:
@@ -266,10 +308,13 @@ def _check_rows(ens: Any, head: Any, path: str) -> None:
     as_features(head, ens, "DATA")
 
 
-def _model_only(run: Run, name: str, fn, ens: Any) -> np.ndarray | None:
-    """An importance of the model alone, or None (with a note) where the model does not define it."""
+def _model_only(run: Run, name: str, function: str, ens: Any) -> np.ndarray | None:
+    """``jaximp.<function>(ens)``, an importance of the model alone, or None (with a note) where
+    the model does not define it."""
+    import jaximp
+
     try:
-        return np.asarray(run.timed(name, fn, ens), np.float64)
+        return np.asarray(run.timed(name, getattr(jaximp, function), ens), np.float64)
     except (ValueError, TypeError) as e:
         run.notes.append(f"{name} not computed: {e}")
         return None

@@ -295,9 +295,6 @@ def test_every_option_has_help_and_no_markup():
         text = command.format_help()
         assert "``" not in text and ":func:" not in text and ":mod:" not in text
     assert "``" not in root.format_help()
-    result = subprocess.run([sys.executable, "-m", "jaximp", "explain", "--help"], capture_output=True, text=True,
-                            env=_env())
-    assert result.returncode == 0 and "--background FILE" in result.stdout and not result.stderr
 
 
 def test_demo_saves_its_model_and_data_and_explains_them(tmp_path, capfd):
@@ -326,3 +323,15 @@ def test_demo_command(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == f"report: {tmp_path / 'demo' / 'report' / 'report.md'}"
     assert "max |jaximp - CatBoost" in result.stdout
+
+
+def test_sample_rows_takes_the_rows_asked_across_batches():
+    import pyarrow as pa
+
+    from jaximp._cli_explain import sample_rows
+
+    table = pa.table({"a": np.arange(1000), "b": np.arange(1000) * 2.0})
+    rows = np.sort(np.random.default_rng(0).choice(1000, 77, replace=False))
+    taken = sample_rows(table.to_batches(max_chunksize=64), rows)
+    np.testing.assert_array_equal(taken.a, rows)
+    np.testing.assert_array_equal(taken.b, rows * 2.0)

@@ -36,6 +36,12 @@ def regression():
     return jaximp.from_catboost(model), X, y
 
 
+@pytest.fixture(scope="module")
+def permutation(regression):
+    ens, X, y = regression
+    return jaximp.permutation_importance(ens, X, y, n_repeats=4, random_state=0, progress=False)
+
+
 def _png(ax, tmp_path, name: str) -> int:
     """Save the Axes' figure as PNG; its size in bytes."""
     path = tmp_path / f"{name}.png"
@@ -73,9 +79,8 @@ def test_importance_one_series_sorted_with_names(regression, tmp_path):
     assert [t.get_text() for t in ax.texts][: len(NAMES)] == [f"{v:.3g}" for v in pvc[order]]  # values written
 
 
-def test_importance_permutation_error_bars(regression, tmp_path):
-    ens, X, y = regression
-    result = jaximp.permutation_importance(ens, X, y, n_repeats=4, random_state=0, progress=False)
+def test_importance_permutation_error_bars(permutation, tmp_path):
+    result = permutation
     ax = plots.importance(result, NAMES)
     assert _png(ax, tmp_path, "perm") > 5000
     bars = _bar_groups(ax)[0]
@@ -98,11 +103,11 @@ def test_importance_takes_sklearn_permutation_result(regression):
     assert _ticks(ax) == [NAMES[i] for i in np.argsort(-result.importances_mean, kind="stable")]
 
 
-def test_importance_side_by_side_normalised(regression, tmp_path):
-    ens, X, y = regression
+def test_importance_side_by_side_normalised(regression, permutation, tmp_path):
+    ens, X, _ = regression
     pvc = np.asarray(jaximp.prediction_values_change(ens))
     mean_abs = jaximp.shap_importance(ens, X)
-    result = jaximp.permutation_importance(ens, X, y, n_repeats=3, random_state=0, progress=False)
+    result = permutation
     ax = plots.importance({"PVC": pvc, "mean |SHAP|": mean_abs, "permutation": result}, NAMES)
     assert _png(ax, tmp_path, "side") > 5000
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["PVC", "mean |SHAP|", "permutation"]
