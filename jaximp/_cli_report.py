@@ -131,7 +131,8 @@ def write_report(path: str, table: dict[str, Any], run: Any, context: dict) -> s
     for caption, name in context["plots"]:
         lines += [f"{caption}:", "", f"![{name}]({name})", ""]
 
-    lines += ["## Timings", "", "| step | seconds |", "|---|---|"]
+    lines += ["## Timings", "", "Wall-clock seconds, each including JAX's compilation of its programs (once per "
+              "process; a larger DATA mostly adds to the SHAP values' step).", "", "| step | seconds |", "|---|---|"]
     lines += [f"| {step} | {seconds:.2f} |" for step, seconds in run.timings] + [""]
     if run.notes:
         lines += ["## Notes", ""] + [f"- {_md(note)}" for note in run.notes] + [""]
@@ -156,7 +157,7 @@ def _legend(shown: list[str], labels: list[str]) -> str:
                                   "shuffled, mean ± standard deviation over repeats",
         "loss_function_change": "LossFunctionChange: CatBoost's increase of the loss without the feature",
     }
-    return _md("; ".join(parts[c] for c in shown) + ".")
+    return "; ".join(parts[c] for c in shown) + "."
 
 
 def _number(table: dict, column: str, i: int) -> str:
