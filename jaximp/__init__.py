@@ -75,9 +75,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``jaximp.dask`` (Dask collections; needs dask) is imported on first use."""
-    if name == "dask":
+    """``jaximp.dask`` (Dask collections; needs dask) and ``jaximp.plots`` (needs matplotlib) are
+    imported on first use."""
+    if name in ("dask", "plots"):
         import importlib
 
-        return importlib.import_module("jaximp.dask")
+        return importlib.import_module(f"jaximp.{name}")
     raise AttributeError(f"module 'jaximp' has no attribute {name!r}")

@@ -13,8 +13,8 @@ import pytest
 
 # A module whose examples need an optional library is left out when that library is missing
 # (all of them are in the "test" extra).
-_NEEDS = {"jaximp/dask.py": "dask", "jaximp/_xgboost.py": "xgboost", "jaximp/_lightgbm.py": "lightgbm",
-          "jaximp/_files.py": "pyarrow", "jaximp/_shap.py": "shap"}
+_NEEDS = {"dask.py": "dask", "_xgboost.py": "xgboost", "_lightgbm.py": "lightgbm",
+          "_files.py": "pyarrow", "_shap.py": "shap"}
 collect_ignore = [path for path, package in _NEEDS.items() if importlib.util.find_spec(package) is None]
 
 
