@@ -17,14 +17,18 @@ import time
 import numpy as np
 
 
-def demo(iterations: int = 300, depth: int = 6, out: str = "jaximp-demo", progress: bool = True) -> str:
+def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress: bool = True) -> str:
     """Train, import and explain a CatBoost model on the diabetes data; print the comparisons with
-    CatBoost, save the model and data in ``out`` and explain them there; the report's path."""
+    CatBoost, save the model and data in ``out`` (default: ``jaximp-demo`` in the system's
+    temporary directory, so that a clone stays clean) and explain them there; the report's path."""
+    import tempfile
+
     import catboost
     from sklearn.datasets import load_diabetes
 
     import jaximp
 
+    out = out if out is not None else os.path.join(tempfile.gettempdir(), "jaximp-demo")
     data = load_diabetes(as_frame=True)
     X, y = data.data.astype(np.float32), data.target.to_numpy()
     print(f"data: sklearn diabetes, {X.shape[0]} rows x {X.shape[1]} features")
@@ -151,8 +155,9 @@ def parser() -> argparse.ArgumentParser:
                     "and data in DIR and run 'jaximp explain' on them (report in DIR/report/report.md).")
     run_demo.add_argument("--iterations", type=_positive, default=300, metavar="T", help="trees to train (default 300)")
     run_demo.add_argument("--depth", type=_positive, default=6, metavar="D", help="depth of the trees (default 6)")
-    run_demo.add_argument("--out", default="jaximp-demo", metavar="DIR",
-                          help="where to save the model, the data and the report (default ./jaximp-demo)")
+    run_demo.add_argument("--out", default=None, metavar="DIR",
+                          help="where to save the model, the data and the report (default: jaximp-demo in the "
+                               "system's temporary directory)")
     run_demo.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     run_explain = commands.add_parser(
