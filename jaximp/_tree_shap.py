@@ -61,7 +61,7 @@ from jaximp._batching import map_blocks, map_rows, mean_abs_rows, resolve_device
 from jaximp._model import squeeze_outputs
 from jaximp._shap_tables import interaction_weights, shapley_weights
 from jaximp._tree_importance import subtree_sums
-from jaximp._tree_leaves import leaves_of, tree_leaf_histogram
+from jaximp._tree_leaves import leaves_of, node_decisions, tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, parents, to_features
 
 METHODS = ("path_dependent", "approximate", "interventional")
@@ -391,6 +391,8 @@ class Plan(NamedTuple):
     node_features: Array
     node_borders: Array
     node_nan_right: Array
+    node_categorical: Array | None  # None without set-membership splits (TreeEnsemble's fields)
+    node_categories: Array | None
     paths: Paths
     edges: Edges
     values: Array  # f32[.., L, K] scaled leaf values
@@ -422,15 +424,13 @@ def _make_plan(ens: TreeEnsemble, paths: Paths, table: Array | None, chunk: int)
     """The chunked plan; ``table`` is None for deep trees, and the edges of the rows' bit
     patterns are None for trees deeper than an int32 holds."""
     edges = tree_edges(ens, paths) if ens.depth <= _BIT_DEPTH else None
-    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, paths, edges,
-                ens.scale * ens.leaf_values, table)
+    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_categorical,
+                ens.node_categories, paths, edges, ens.scale * ens.leaf_values, table)
     return _chunk_trees(tree, ens.n_trees, chunk)
 
 
 def _decisions(plan_chunk: Plan, xt: Array) -> Array:
-    values = xt[plan_chunk.node_features]  # [c, M, b]
-    right = values > plan_chunk.node_borders[..., None]
-    return right | (jnp.isnan(values) & plan_chunk.node_nan_right[..., None])
+    return node_decisions(plan_chunk, xt)  # [c, M, b]
 
 
 def _scatter(values: Array, features: Array, n_segments: int) -> Array:
