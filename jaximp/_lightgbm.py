@@ -32,8 +32,17 @@ raised to ``kZeroThreshold`` if below it, when it goes right lowered below ``-kZ
 above. That is exact unless a float32 outside the band lies between the band and the threshold on
 the other side, which only missing type Zero allows (zeros sent against their threshold): then
 left and right alternate along the axis (left, right, zero band, right) and no single border (nor
-any tree without copied subtrees) expresses the node. Such models are refused, as are
-categorical splits and linear trees (``linear_tree=True``).
+any tree without copied subtrees) expresses the node. Such models are refused, as are linear
+trees (``linear_tree=True``).
+
+Categorical splits (``Tree::CategoricalDecision``, LightGBM 4.x): ``threshold`` indexes
+``cat_boundaries``, which cut ``cat_threshold`` into each split's bitset of 32-bit words (bit
+``c % 32`` of word ``c // 32``); the row's category ``int(x)`` goes left when in the bitset, and
+right otherwise: other categories, NaN (whatever the missing type), ``int(x) < 0`` (so ``-0.5``
+reads as category 0, ``-1`` goes right). jaximp stores the bitset's complement as the categories
+going right, every other value right, and the border ``nextafter(-1, 0)``, the smallest value
+whose ``int`` is a category. A ``category`` column of a DataFrame is coded by the training
+frame's categories (``pandas_categorical``; see ``jaximp._tree_categories``).
 
 Outputs: ``num_tree_per_iteration`` = K trees per iteration, tree ``t`` adds to output ``t % K``;
 the raw score (``predict(raw_score=True)``) is the sum of the leaves, or their mean over the
@@ -83,14 +92,17 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
         objective does: ``"RMSE"`` (``regression``), ``"MAE"`` (``regression_l1``), ``"Logloss"``
         (``binary``), ``"CrossEntropy"`` (``cross_entropy``), ``"MultiClass"`` (``multiclass``),
         ``"MultiClassOneVsAll"`` (``multiclassova``), else ``""`` (pass ``scoring=``).
-        ``class_names`` are an ``LGBMClassifier``'s ``classes_``.
+        ``class_names`` are an ``LGBMClassifier``'s ``classes_``. Categorical features
+        (``categorical_feature=``, or a DataFrame's ``category`` columns) read category codes:
+        numbers as they are, a DataFrame's ``category`` columns coded by the training frame's
+        categories as LightGBM codes them (an unseen category is missing).
 
     Raises:
         TypeError: ``model`` is not a LightGBM model or a path.
         ValueError: the file is missing or not a LightGBM model text, the estimator is not
-            fitted, or the model has what jaximp does not support: categorical splits (or pandas
-            categorical columns), linear trees, or ``zero_as_missing`` splits whose zeros go
-            against their threshold (see the module docstring).
+            fitted, or the model has what jaximp does not support: linear trees, or
+            ``zero_as_missing`` splits whose zeros go against their threshold (see the module
+            docstring).
 
     Example:
         >>> model = lightgbm.LGBMRegressor(n_estimators=20).fit(X, y)    # doctest: +SKIP

@@ -49,8 +49,17 @@ trees and forests, and ``model.apply(X).reshape(N, -1)`` for GradientBoosting (`
 n_estimators, K]`` flattened stage-major, as the trees). HistGradientBoosting has no ``apply``:
 its leaf numbers are the nodes' indices in each ``TreePredictor.nodes``.
 
-Not supported (a clear error): HistGradientBoosting with categorical features, multi-output
-classifiers, GradientBoosting with an ``init`` estimator whose prediction depends on the row.
+Categorical features (HistGradientBoosting's ``categorical_features``): the model codes every
+value of a categorical column, number or string, by its ``OrdinalEncoder`` (the sorted distinct
+training values; an unseen value is missing) and puts those columns first for its trees, whose
+feature indices jaximp maps back to the input columns. jaximp codes rows the same way on the host
+(``jaximp._tree_categories``). A categorical split sends a code left when in its
+``raw_left_cat_bitsets`` row, right when a training code of the feature
+(``make_known_categories_bitsets``), and any other code, negative value or NaN where missing
+values go (``_predict_one_from_raw_data``, _predictor.pyx).
+
+Not supported (a clear error): multi-output classifiers, GradientBoosting with an ``init``
+estimator whose prediction depends on the row.
 """
 
 from __future__ import annotations
@@ -102,12 +111,14 @@ def from_sklearn(model: Any) -> TreeEnsemble:
         ``leaf_values f32[T, L, K]``, ``predict`` equal to the model's raw output, ``leaf_indices``
         to its ``apply``, ``split_importance(ens, "impurity")`` to its ``feature_importances_``.
         ``feature_names`` are ``feature_names_in_`` (a DataFrame's columns are then matched by
-        name), else ``"0".."F-1"`` (columns taken in order).
+        name), else ``"0".."F-1"`` (columns taken in order). A HistGradientBoosting model's
+        categorical columns take raw values (strings, numbers, a ``category`` column), coded as
+        the model codes them.
 
     Raises:
         TypeError: ``model`` is not one of the estimators above.
-        ValueError: an unfitted model, a multi-output classifier, HistGradientBoosting with
-            categorical features, or a GradientBoosting ``init`` whose prediction is not a constant.
+        ValueError: an unfitted model, a multi-output classifier, or a GradientBoosting ``init``
+            whose prediction is not a constant.
 
     Example:
         >>> from sklearn.ensemble import RandomForestRegressor          # doctest: +SKIP

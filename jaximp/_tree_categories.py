@@ -7,8 +7,11 @@ jaximp does the same on the host before any kernel runs (:func:`encode_rows`):
 * XGBoost: numbers are the codes (``DMatrix(..., feature_types=["c", ...])``). A pandas
   ``category`` column is coded by the training categories that the model stores (``cats``,
   XGBoost >= 3.1: a category's code is its position among the training frame's categories,
-  whatever the order of the new frame's), and XGBoost refuses a category it has not seen; a
-  model without stored categories takes the frame's own codes (``cat.codes``).
+  whatever the order of the new frame's); a model without stored categories takes the frame's
+  own codes (``cat.codes``). A category unseen in training has no code: XGBoost 3.2 refuses it
+  when it sorts after every training category and otherwise codes it as the next training
+  category in sorted order (a ``lower_bound`` without an equality check, ``Recode`` in
+  src/encoder/ordinal.h); jaximp refuses every unseen category.
 * LightGBM: numbers are the codes. The training frame's ``category`` columns' categories are
   stored as ``pandas_categorical``, one list per such column in the frame's order; a new frame's
   ``category`` columns are matched to the lists in order and recoded by them
@@ -211,5 +214,6 @@ def _lookup(values: np.ndarray, categories: tuple, codes: CategoryCodes, name: s
     if codes.unseen == "error" and np.any(unseen):
         examples = sorted({str(v) for v in values[unseen][:5]})
         raise ValueError(f"{fn_name}: {arg}'s column {name!r} must hold categories seen in training; got "
-                         f"{examples} ({codes.library} refuses unseen categories too)")
+                         f"{examples}, which have no code ({codes.library} refuses them too, or codes one "
+                         "as the training category next in sorted order); set them missing to predict")
     return np.where(found >= 0, found, np.nan).astype(np.float32)

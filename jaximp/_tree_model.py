@@ -53,7 +53,8 @@ class TreeEnsemble:
         node_features: ``i32[T, M]`` evaluated feature (column of the kernels' rows ``x``) that
             each internal node reads; 0 where padded.
         node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
-            With a featurizer, ``x`` is a bin and the border the index of the split's border.
+            With a featurizer, ``x`` is a bin and the border the index of the split's border; at
+            a set-membership split, the smallest value that reads as a category.
         node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
         node_children: ``i32[T, M, 2]`` left and right child pointers (see the module docstring).
         leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]

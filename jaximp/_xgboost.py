@@ -89,7 +89,10 @@ def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None) 
         1. ``loss_function``: "RMSE", "Logloss", "CrossEntropy", "MultiClass", "MultiRMSE" or
         "MAE" where the objective is that loss, else "" (pass ``scoring=``). ``class_names``:
         an ``XGBClassifier``'s ``classes_``. Nameless features are named ``"0".."F-1"``
-        (XGBoost's ``get_score`` calls them ``"f0".."f{F-1}"``).
+        (XGBoost's ``get_score`` calls them ``"f0".."f{F-1}"``). Categorical features
+        (``enable_categorical=True``) read category codes: numbers as they are, a DataFrame's
+        ``category`` columns coded by the training categories the model stores, as XGBoost
+        codes them (a category unseen in training is refused).
 
     Raises:
         TypeError: ``model`` is none of the above.
