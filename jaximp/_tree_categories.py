@@ -181,6 +181,10 @@ def _column_codes(values: Any, categories: tuple | None, codes: CategoryCodes, n
     raw = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
     if categories is not None and codes.lookup_numbers:
         return _lookup(raw, categories, codes, name, fn_name, arg)
+    if categories is not None:  # a frame's column where the training frame had categories
+        raise TypeError(f"{fn_name}: {arg}'s column {name!r} must be a category column, as in training "
+                        f"({codes.library} refuses other types there too); or pass the category codes as "
+                        "numbers in an array")
     try:
         return np.asarray(raw, np.float32)
     except (TypeError, ValueError) as e:

@@ -4,6 +4,8 @@ Models are trained here on four columns: ``a``, ``b`` numbers, ``c`` a pandas ``
 strings (its categories listed out of alphabetical order) and ``d`` integer categories (XGBoost:
 a ``category`` of the even numbers 0..30, so that codes differ from values; LightGBM and
 scikit-learn: plain numbers declared categorical), both with missing values; about 20 trees.
+XGBoost's regressor splits categories by partitions, its multiclass model ``c`` by one-hot
+splits (``max_cat_to_onehot``).
 
 Oracles:
 * predictions: XGBoost ``predict(output_margin=True)``, LightGBM ``predict(raw_score=True)``,
@@ -182,7 +184,8 @@ def contributions(model, rows, **kw):
     return out.reshape(len(rows), -1, len(NAMES) + 1).transpose(0, 2, 1)
 
 
-@pytest.mark.parametrize("case", ["xgboost-reg", "xgboost-multi", "lightgbm-reg"])
+@pytest.mark.parametrize("case", [pytest.param("xgboost-reg", marks=pytest.mark.slow), "xgboost-multi",
+                                  "lightgbm-reg"])
 def test_path_dependent_matches_library(case):
     model, ens, _, _ = trained(case)
     rows = explained_rows(case)
@@ -225,7 +228,8 @@ def brute_force_interventional(model, x, background):
     return phi
 
 
-@pytest.mark.parametrize("case", ["xgboost-multi", "lightgbm-reg", "sklearn-multi"])
+@pytest.mark.parametrize("case", ["xgboost-multi", pytest.param("lightgbm-reg", marks=pytest.mark.slow),
+                                  "sklearn-multi"])
 def test_interventional_matches_brute_force(case):
     model, ens, df, _ = trained(case)
     rows = explained_rows(case)
@@ -317,6 +321,11 @@ def test_frames_the_libraries_refuse():
     with pytest.raises(ValueError, match=r"predict: X's column 'c' must hold categories seen in training; "
                                          r"got \['zz'\], which have no code \(XGBoost refuses them too"):
         jaximp.predict(ens, unseen)
+    numbers = df.assign(d=df["d"].cat.codes.astype(np.float32))  # codes, but not a category column
+    with pytest.raises(xgb.core.XGBoostError, match="data type doesn't match"):
+        booster.predict(xgb.DMatrix(numbers, enable_categorical=True))
+    with pytest.raises(TypeError, match="predict: X's column 'd' must be a category column, as in training"):
+        jaximp.predict(ens, numbers)
     model, ens, df, _ = trained("lightgbm-reg")
     plain = df.assign(c=df["c"].cat.codes.astype(np.float32))  # no category column left
     with pytest.raises(ValueError, match="train and valid dataset categorical_feature do not match"):
