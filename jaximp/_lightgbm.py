@@ -415,9 +415,7 @@ def _ensemble(header: dict[str, str], trees: list[_Tree], n_features: int, n_out
     categories, codes = None, None
     if categorical.any():
         right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
-        words = category_words(right, np.ones(len(right), bool))  # other values go right
-        categories = np.zeros((n_trees, n_nodes, words.shape[1]), np.uint32)
-        categories[categorical] = words
+        categories = category_words(categorical, right, np.ones(len(right), bool), _FN)  # others: right
     if categories is not None or frame_categories:
         codes = CategoryCodes("LightGBM", (None,) * n_features, frame_categories=frame_categories or ())
     scale = n_outputs / n_trees if "average_output" in header else 1.0  # rf: mean over iterations

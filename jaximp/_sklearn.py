@@ -390,11 +390,11 @@ def _ensemble(model: Any, trees: list[_Nodes], *, n_outputs: int, scale: float, 
     categorical[ti, pi] = cat("categorical")[internal]
     node_categories = None
     if categorical.any():
-        split = internal & cat("categorical")
+        split = np.flatnonzero(internal & cat("categorical"))
+        split = split[np.lexsort((node_pos[split], tree_of[split]))]  # row-major, as categorical
         right_sets = np.concatenate([tree.right_set for tree in trees])[split]  # [S, C]
-        words = category_words(list(right_sets), ~cat("nan_left")[split])  # unknown codes: as missing
-        node_categories = np.zeros((t, m_max, words.shape[1]), np.uint32)
-        node_categories[tree_of[split], node_pos[split]] = words
+        node_categories = category_words(categorical, list(right_sets), ~cat("nan_left")[split],
+                                         _FN)  # unknown codes go where missing values go
         borders[categorical] = 0.0  # codes are 0, 1, ...: anything below is no category
     children[ti, pi, 0] = pointer[left[internal]]
     children[ti, pi, 1] = pointer[right[internal]]

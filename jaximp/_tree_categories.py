@@ -63,24 +63,44 @@ class CategoryCodes:
             raise ValueError(f"CategoryCodes: unseen must be one of {UNSEEN}; got {self.unseen!r}")
 
 
-def category_words(right: list[np.ndarray], others: np.ndarray) -> np.ndarray:
-    """``u32[S, W]`` the bitset words of ``S`` categorical nodes (see ``jaximp._tree_model``).
+MAX_CATEGORY_WORDS = 1 << 27  # 512 MiB of node bitsets
+
+
+def category_words(categorical: np.ndarray, right: list[np.ndarray], others: np.ndarray,
+                   fn_name: str) -> np.ndarray:
+    """``u32[T, M, W]`` the bitset words of every node (see ``jaximp._tree_model``), 0 at
+    numerical nodes.
 
     Args:
-        right: per node, ``bool[C_s]`` whether category ``c < C_s`` goes right.
-        others: ``bool[S]`` where every other value goes (right when True): categories at or
-            past ``C_s``, and values below the smallest category.
+        categorical: ``bool[T, M]`` the categorical nodes, ``S`` of them.
+        right: per categorical node in row-major order, ``bool[C_s]`` whether category
+            ``c < C_s`` goes right.
+        others: ``bool[S]`` where every other value of each node goes (right when True):
+            categories at or past ``C_s``, and values below the smallest category.
+        fn_name: the importer, for messages.
 
     Returns:
-        ``u32[S, W]`` with ``32 W - 1 >= max C_s``: bit ``c`` the direction of category ``c``,
-        bits from ``C_s`` on (the last one included) ``others``.
+        ``u32[T, M, W]`` with ``32 W - 1 >= max C_s``: bit ``c`` the direction of category
+        ``c``, bits from ``C_s`` on (the last one included) ``others``.
+
+    Raises:
+        ValueError: the bitsets would exceed ``MAX_CATEGORY_WORDS`` words (category codes in the
+            millions).
     """
+    t, m = categorical.shape
     width = max((len(r) for r in right), default=0) + 1  # + the bit of the other values
     n_words = max(1, -(-width // 32))
+    if t * m * n_words > MAX_CATEGORY_WORDS:
+        raise ValueError(f"{fn_name}: the model's categorical splits read category codes up to {width - 2}, "
+                         f"whose bitsets take {t} x {m} x {n_words} words, more than jaximp holds "
+                         f"({MAX_CATEGORY_WORDS} words); code the categories 0, 1, 2, ... (a category "
+                         "column) before training")
     bits = np.repeat(np.asarray(others, bool)[:, None], 32 * n_words, axis=1)
     for s, r in enumerate(right):  # per categorical node, at import
         bits[s, :len(r)] = r
-    return np.packbits(bits, axis=1, bitorder="little").view("<u4").astype(np.uint32)
+    words = np.zeros((t, m, n_words), np.uint32)
+    words[categorical] = np.packbits(bits, axis=1, bitorder="little").view("<u4")
+    return words
 
 
 def bitset_members(words: np.ndarray) -> np.ndarray:

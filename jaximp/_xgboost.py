@@ -381,9 +381,7 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
     categories = None
     if categorical.any():
         right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
-        words = category_words(right, np.zeros(len(right), bool))  # other values go left
-        categories = np.zeros((n_trees, n_nodes, words.shape[1]), np.uint32)
-        categories[categorical] = words
+        categories = category_words(categorical, right, np.zeros(len(right), bool), "from_xgboost")  # others: left
 
     base = _numbers(param.get("base_score", "0.5"))
     if base.size not in (1, n_outputs):

@@ -12,8 +12,8 @@ Oracles:
   scikit-learn ``_raw_predict`` (``decision_function``); leaf indices: ``pred_leaf=True``; on
   DataFrames (each library coding them its own way) and on code matrices, with categories and
   codes unseen in training, negative and fractional codes and NaN;
-* path-dependent SHAP and expected value: ``pred_contribs`` / ``pred_contrib``; interactions:
-  XGBoost's ``pred_interactions``;
+* path-dependent SHAP and expected value: ``pred_contribs`` / ``pred_contrib``; Saabas:
+  XGBoost's ``approx_contribs``; interactions: XGBoost's ``pred_interactions``;
 * interventional SHAP: brute-force Shapley enumeration over the 2**4 coalitions, each value the
   mean of the library's own predictions on rows mixed with the background (shap refuses
   categorical splits);
@@ -39,6 +39,7 @@ import xgboost as xgb
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
 import jaximp
+import jaximp._tree_categories
 from jaximp._inputs import as_features
 from jaximp._permutation import _row_draws, as_key
 
@@ -195,6 +196,14 @@ def test_path_dependent_matches_library(case):
     assert_close(np.reshape(jaximp.expected_value(ens), -1), expected[0, -1])
 
 
+def test_approximate_matches_approx_contribs():
+    model, ens, _, _ = trained("xgboost-multi")
+    rows = explained_rows("xgboost-multi")
+    expected = contributions(model, rows, pred_contribs=True, approx_contribs=True)
+    got = np.reshape(jaximp.shap_values(ens, rows, method="approximate"), expected[:, :-1].shape)
+    assert_close(got, expected[:, :-1])
+
+
 def test_interactions_match_pred_interactions():
     model, ens, _, _ = trained("xgboost-multi")
     rows = explained_rows("xgboost-multi").iloc[::3]
@@ -336,6 +345,15 @@ def test_frames_the_libraries_refuse():
     model, ens, df, _ = trained("sklearn-reg")
     with pytest.raises(TypeError, match="X's column 'a' must hold numbers"):
         jaximp.predict(ens, df.assign(a="text"))
+
+
+def test_bitsets_past_the_memory_bound_are_refused(monkeypatch):
+    """Category codes in the millions would need bitsets of millions of bits at every node."""
+    model, _, _, _ = trained("lightgbm-reg")
+    monkeypatch.setattr(jaximp._tree_categories, "MAX_CATEGORY_WORDS", 64)
+    with pytest.raises(ValueError, match=r"from_lightgbm: the model's categorical splits read category codes up "
+                                         r"to \d+, whose bitsets take \d+ x \d+ x \d+ words, more than jaximp holds"):
+        jaximp.from_lightgbm(model)
 
 
 def test_numeric_models_have_no_set_membership_splits():
