@@ -54,7 +54,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jaximp._tree_categories import category_words
+from jaximp._tree_categories import CategoryCodes, category_words
 from jaximp._tree_model import TreeEnsemble
 
 _LOGIT = ("binary:logistic", "reg:logistic")
@@ -313,11 +313,9 @@ def _right_categories(tree: dict, nodes: np.ndarray) -> list[np.ndarray]:
     return right
 
 
-def _category_codes(model: dict, feature_types: list, n_features: int):
+def _category_codes(model: dict, feature_types: list, n_features: int) -> CategoryCodes | None:
     """The :class:`CategoryCodes` of a model with categorical features (``feature_types`` "c"),
     from the training categories it stores (``cats``, XGBoost >= 3.1), else None."""
-    from jaximp._tree_categories import CategoryCodes
-
     encodings = model.get("cats", {}).get("enc", [])
     columns = [None] * n_features
     for j, enc in enumerate(encodings[:n_features]):
