@@ -14,6 +14,7 @@ import numpy as np
 
 from jaximp._categorical import hash_column
 from jaximp._model import ObliviousEnsemble
+from jaximp._tree_categories import encode_rows, needs_codes
 
 
 def has_real_names(ens: ObliviousEnsemble) -> bool:
@@ -33,7 +34,9 @@ def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") ->
     Returns:
         ``f32[N, F]``: a NumPy array, or a JAX array when ``X`` is one (kept on its device).
         For a model with categorical features, ``u8[N, E]`` NumPy: the bins of its evaluated
-        split features (see :func:`as_raw_columns` and ``jaximp._categorical``).
+        split features (see :func:`as_raw_columns` and ``jaximp._categorical``). For a model
+        with set-membership splits (XGBoost, LightGBM, scikit-learn), categorical columns hold
+        category codes, as the library codes them (``jaximp._tree_categories``).
 
     Raises:
         TypeError: an unsupported type or non-numeric data.
@@ -43,6 +46,9 @@ def as_features(X: Any, ens: ObliviousEnsemble, fn_name: str, arg: str = "X") ->
         if isinstance(X, EvaluatedRows):  # checked and featurized already
             return X
         return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
+    codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
+    if codes is not None and needs_codes(X, codes):
+        return encode_rows(X, ens, fn_name, arg)
     columns = _frame_columns(X)
     if columns is not None:
         X = _select_frame(X, columns, ens, fn_name, arg)
@@ -84,9 +90,9 @@ class RawColumns(NamedTuple):
 
 
 class EvaluatedRows(np.ndarray):
-    """``u8[N, E]`` (or ``i32``) the bins of a categorical model's evaluated split features: a
-    NumPy array marked as already checked and featurized, so that passing it on does not
-    featurize again."""
+    """``u8[N, E]`` (or ``i32``) the bins of a categorical model's evaluated split features, or
+    ``f32[N, F]`` rows whose categorical columns hold their codes: a NumPy array marked as
+    already checked and featurized (or coded), so that passing it on does not do it again."""
 
 
 def featurize(ens: ObliviousEnsemble, raw: RawColumns) -> EvaluatedRows:

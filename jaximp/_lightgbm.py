@@ -32,8 +32,17 @@ raised to ``kZeroThreshold`` if below it, when it goes right lowered below ``-kZ
 above. That is exact unless a float32 outside the band lies between the band and the threshold on
 the other side, which only missing type Zero allows (zeros sent against their threshold): then
 left and right alternate along the axis (left, right, zero band, right) and no single border (nor
-any tree without copied subtrees) expresses the node. Such models are refused, as are
-categorical splits and linear trees (``linear_tree=True``).
+any tree without copied subtrees) expresses the node. Such models are refused, as are linear
+trees (``linear_tree=True``).
+
+Categorical splits (``Tree::CategoricalDecision``, LightGBM 4.x): ``threshold`` indexes
+``cat_boundaries``, which cut ``cat_threshold`` into each split's bitset of 32-bit words (bit
+``c % 32`` of word ``c // 32``); the row's category ``int(x)`` goes left when in the bitset, and
+right otherwise: other categories, NaN (whatever the missing type), ``int(x) < 0`` (so ``-0.5``
+reads as category 0, ``-1`` goes right). jaximp stores the bitset's complement as the categories
+going right, every other value right, and the border ``nextafter(-1, 0)``, the smallest value
+whose ``int`` is a category. A ``category`` column of a DataFrame is coded by the training
+frame's categories (``pandas_categorical``; see ``jaximp._tree_categories``).
 
 Outputs: ``num_tree_per_iteration`` = K trees per iteration, tree ``t`` adds to output ``t % K``;
 the raw score (``predict(raw_score=True)``) is the sum of the leaves, or their mean over the
@@ -51,8 +60,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from jaximp._tree_categories import CategoryCodes, bitset_members, category_words
 from jaximp._tree_model import TreeEnsemble
 
+_SMALLEST_CATEGORY = np.nextafter(np.float32(-1.0), np.float32(0.0))  # int(x) >= 0 from here up
 _ZERO = np.float32(1e-35)  # LightGBM's kZeroThreshold (include/LightGBM/meta.h): 1e-35f in a double
 _BELOW_ZERO_BAND = np.nextafter(-_ZERO, np.float32(-np.inf))  # largest float32 below the zero band
 _CATEGORICAL, _DEFAULT_LEFT = 1, 2
@@ -81,15 +92,17 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
         objective does: ``"RMSE"`` (``regression``), ``"MAE"`` (``regression_l1``), ``"Logloss"``
         (``binary``), ``"CrossEntropy"`` (``cross_entropy``), ``"MultiClass"`` (``multiclass``),
         ``"MultiClassOneVsAll"`` (``multiclassova``), else ``""`` (pass ``scoring=``).
-        ``class_names`` are an ``LGBMClassifier``'s ``classes_``.
+        ``class_names`` are an ``LGBMClassifier``'s ``classes_``. Categorical features
+        (``categorical_feature=``, or a DataFrame's ``category`` columns) read category codes:
+        numbers as they are, a DataFrame's ``category`` columns coded by the training frame's
+        categories as LightGBM codes them (an unseen category is missing).
 
     Raises:
         TypeError: ``model`` is not a LightGBM model or a path.
         ValueError: the file is missing or not a LightGBM model text, the estimator is not
-            fitted, or the model has what jaximp does not support: categorical splits (or pandas
-            categorical columns), linear trees, or ``zero_as_missing=True`` splits whose default
-            direction sends zero the other way than their threshold does (no single border
-            expresses them).
+            fitted, or the model has what jaximp does not support: linear trees, or
+            ``zero_as_missing`` splits whose zeros go against their threshold (see the module
+            docstring).
 
     Example:
         >>> import lightgbm
@@ -224,9 +237,7 @@ class _Tree:
         self.values = _numbers(fields, "leaf_value", n, np.float64)
         self.weights = _numbers(fields, "leaf_count", n, np.float32) if "leaf_count" in fields else None
         decision = _numbers(fields, "decision_type", m, np.int64, 0)
-        if int(fields.get("num_cat", "0") or 0) > 0 or np.any(decision & _CATEGORICAL):
-            raise _Unsupported(f"model must have numerical splits only; got categorical splits (tree "
-                               f"{index}), which jaximp does not support yet")
+        categorical = (decision & _CATEGORICAL) > 0
         if np.any(((decision >> 2) & 3) > _MISSING_NAN):
             raise ValueError("a decision_type has an unknown missing type")
         features = _numbers(fields, "split_feature", m, np.int64)
@@ -234,6 +245,10 @@ class _Tree:
             raise ValueError(f"split_feature names a feature outside 0..{n_features - 1}")
         threshold = _numbers(fields, "threshold", m, np.float64)
         borders, nan_right, expressible = node_rules(threshold, decision)
+        right_sets = _right_categories(fields, threshold[categorical])
+        borders = np.where(categorical, _SMALLEST_CATEGORY, borders)
+        nan_right = nan_right | categorical  # NaN is no category: right
+        expressible = expressible | categorical
         if not np.all(expressible):
             node = int(np.flatnonzero(~expressible)[0])
             left_default = bool(decision[node] & _DEFAULT_LEFT)
@@ -278,6 +293,9 @@ class _Tree:
             return np.where(child >= 0, node_new[np.maximum(child, 0)], ~leaf_new[np.maximum(~child, 0)])
 
         self.root = 0 if m else -1
+        self.categorical = categorical[nodes]
+        ordinal = np.cumsum(categorical) - 1  # each categorical node's entry in right
+        self.right_categories = [right_sets[ordinal[n]] for n in nodes[categorical[nodes]]]
         self.features = features[nodes].astype(np.int32)
         self.borders = borders[nodes]
         self.nan_right = nan_right[nodes]
@@ -288,6 +306,21 @@ class _Tree:
         self.weights = None if self.weights is None else self.weights[leaves]
         self.ids = leaves.astype(np.int32)
         self.depth = depth
+
+
+def _right_categories(fields: dict[str, str], cat_index: np.ndarray) -> list[np.ndarray]:
+    """Per categorical node (its ``threshold``, an index into ``cat_boundaries``), ``bool[C]``
+    the categories that go right: those not in its bitset ``cat_threshold[cat_boundaries[i]:
+    cat_boundaries[i + 1]]`` (32-bit words, bit ``c % 32`` of word ``c // 32``), which go left."""
+    if not len(cat_index):
+        return []
+    n_cat = int(fields.get("num_cat", "0") or 0)
+    bounds = _numbers(fields, "cat_boundaries", n_cat + 1, np.int64)
+    words = _numbers(fields, "cat_threshold", int(bounds[-1]), np.int64).astype(np.uint32)
+    index = cat_index.astype(np.int64)
+    if np.any((index < 0) | (index >= n_cat)) or np.any(np.diff(bounds) < 0):
+        raise ValueError("a categorical split names no bitset of cat_boundaries")
+    return [~bitset_members(words[bounds[i]:bounds[i + 1]]) for i in index]
 
 
 class _Unsupported(Exception):
@@ -326,9 +359,7 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
             raise ValueError(f"feature_names has {len(names)} names, not max_feature_idx + 1 = {n_features}")
         if not blocks or len(blocks) % n_outputs:
             raise ValueError(f"{len(blocks)} trees are not a whole number of iterations of {n_outputs} trees")
-        if trailer.get("pandas_categorical", "null").strip() not in ("null", "[]", ""):
-            raise _Unsupported("model must be trained on numeric columns; got pandas categorical "
-                               "columns, which jaximp does not support yet")
+        frame_categories = _pandas_categorical(trailer.get("pandas_categorical", "null"))
         trees = []
         for t, fields in enumerate(blocks):
             try:
@@ -343,11 +374,26 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         raise ValueError(f"{_FN}: the LightGBM model text is corrupt (its header has no {e} line)") from e
     except ValueError as e:
         raise ValueError(f"{_FN}: the LightGBM model text is corrupt ({e})") from e
-    return _ensemble(header, trees, n_features, n_outputs, names, class_names)
+    return _ensemble(header, trees, n_features, n_outputs, names, class_names, frame_categories)
+
+
+def _pandas_categorical(text: str) -> tuple[tuple, ...] | None:
+    """The training frame's categories per ``category`` column (the trailer's JSON list), or None."""
+    import json
+
+    try:
+        lists = json.loads(text.strip() or "null")
+    except ValueError as e:
+        raise ValueError(f"pandas_categorical is not JSON ({e})") from e
+    if lists is None:
+        return None
+    if not isinstance(lists, list) or not all(isinstance(c, list) for c in lists):
+        raise ValueError("pandas_categorical must be a list of category lists")
+    return tuple(tuple(c) for c in lists)
 
 
 def _ensemble(header: dict[str, str], trees: list[_Tree], n_features: int, n_outputs: int,
-              names: tuple[str, ...], class_names: tuple) -> TreeEnsemble:
+              names: tuple[str, ...], class_names: tuple, frame_categories: tuple | None) -> TreeEnsemble:
     n_trees = len(trees)
     n_leaves = max(len(tree.values) for tree in trees)
     n_nodes = max(1, n_leaves - 1)
@@ -360,15 +406,23 @@ def _ensemble(header: dict[str, str], trees: list[_Tree], n_features: int, n_out
     values = np.zeros((n_trees, n_leaves, n_outputs), np.float32)
     weights = np.zeros((n_trees, n_leaves), np.float32)
     ids = np.zeros((n_trees, n_leaves), np.int32)
+    categorical = np.zeros((n_trees, n_nodes), bool)
     known = all(tree.weights is not None for tree in trees)
     for t, tree in enumerate(trees):
         m, n = len(tree.features), len(tree.values)
+        categorical[t, :m] = tree.categorical
         features[t, :m], borders[t, :m], nan_right[t, :m] = tree.features, tree.borders, tree.nan_right
         children[t, :m], gains[t, :m], counts[t, :m] = tree.children, tree.gains, tree.counts
         values[t, :n, t % n_outputs] = tree.values
         ids[t, :n] = tree.ids
         if known:
             weights[t, :n] = tree.weights
+    categories, codes = None, None
+    if categorical.any():
+        right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
+        categories = category_words(categorical, right, np.ones(len(right), bool), _FN)  # others: right
+    if categories is not None or frame_categories:
+        codes = CategoryCodes("LightGBM", (None,) * n_features, frame_categories=frame_categories or ())
     scale = n_outputs / n_trees if "average_output" in header else 1.0  # rf: mean over iterations
     return TreeEnsemble(
         roots=jnp.asarray([tree.root for tree in trees], jnp.int32),
@@ -390,4 +444,7 @@ def _ensemble(header: dict[str, str], trees: list[_Tree], n_features: int, n_out
         node_gains=jnp.asarray(gains),
         node_weights=jnp.asarray(counts),
         leaf_ids=jnp.asarray(ids),
+        node_categorical=None if categories is None else jnp.asarray(categorical),
+        node_categories=None if categories is None else jnp.asarray(categories),
+        category_codes=codes,
     )

@@ -49,8 +49,17 @@ trees and forests, and ``model.apply(X).reshape(N, -1)`` for GradientBoosting (`
 n_estimators, K]`` flattened stage-major, as the trees). HistGradientBoosting has no ``apply``:
 its leaf numbers are the nodes' indices in each ``TreePredictor.nodes``.
 
-Not supported (a clear error): HistGradientBoosting with categorical features, multi-output
-classifiers, GradientBoosting with an ``init`` estimator whose prediction depends on the row.
+Categorical features (HistGradientBoosting's ``categorical_features``): the model codes every
+value of a categorical column, number or string, by its ``OrdinalEncoder`` (the sorted distinct
+training values; an unseen value is missing) and puts those columns first for its trees, whose
+feature indices jaximp maps back to the input columns. jaximp codes rows the same way on the host
+(``jaximp._tree_categories``). A categorical split sends a code left when in its
+``raw_left_cat_bitsets`` row, right when a training code of the feature
+(``make_known_categories_bitsets``), and any other code, negative value or NaN where missing
+values go (``_predict_one_from_raw_data``, _predictor.pyx).
+
+Not supported (a clear error): multi-output classifiers, GradientBoosting with an ``init``
+estimator whose prediction depends on the row.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from jaximp._tree_categories import category_words
 from jaximp._tree_model import TreeEnsemble
 
 _FN = "from_sklearn"
@@ -83,6 +93,8 @@ class _Nodes(NamedTuple):
     value: np.ndarray  # f64[n, K]
     weight: np.ndarray  # f64[n]
     gain: np.ndarray  # f64[n]
+    categorical: np.ndarray  # bool[n] a split on a set of categories
+    right_set: np.ndarray  # bool[n, C] the categories (codes 0..C-1) a categorical split sends right
 
 
 def from_sklearn(model: Any) -> TreeEnsemble:
@@ -103,12 +115,14 @@ def from_sklearn(model: Any) -> TreeEnsemble:
         is ``1 / T``; GradientBoosting's is its ``learning_rate`` and its ``init_`` prediction
         the bias.
         ``feature_names`` are ``feature_names_in_`` (a DataFrame's columns are then matched by
-        name), else ``"0".."F-1"`` (columns taken in order).
+        name), else ``"0".."F-1"`` (columns taken in order). A HistGradientBoosting model's
+        categorical columns take raw values (strings, numbers, a ``category`` column), coded as
+        the model codes them.
 
     Raises:
         TypeError: ``model`` is not one of the estimators above.
-        ValueError: an unfitted model, a multi-output classifier, HistGradientBoosting with
-            categorical features, or a GradientBoosting ``init`` whose prediction is not a constant.
+        ValueError: an unfitted model, a multi-output classifier, or a GradientBoosting ``init``
+            whose prediction is not a constant.
 
     Example:
         >>> from sklearn.ensemble import RandomForestRegressor
@@ -221,19 +235,47 @@ def _boosting_loss(model: Any, n_outputs: int) -> str:
 
 
 def _hist_gradient_boosting(model: Any, name: str) -> TreeEnsemble:
-    categorical = getattr(model, "is_categorical_", None)
-    if categorical is not None and np.any(categorical):
-        names = [_feature_names(model)[f] for f in np.flatnonzero(categorical)]
-        raise ValueError(f"{_FN}: model must have numeric features only; got a {name} with categorical "
-                         f"features {names} (categorical splits are not supported yet)")
     n_outputs = model.n_trees_per_iteration_
+    columns, codes, known, f_idx_map = _hist_categories(model)
     nodes = []
     for stage in model._predictors:
         for k, predictor in enumerate(stage):
-            nodes.append(_predictor_nodes(predictor.nodes, k, n_outputs))
+            nodes.append(_predictor_nodes(predictor, k, n_outputs, columns, known, f_idx_map))
     bias = np.asarray(model._baseline_prediction, np.float64).reshape(-1)
     return _ensemble(model, nodes, n_outputs=n_outputs, scale=1.0, bias=bias,
-                     loss_function=_boosting_loss(model, n_outputs), impurity_scheme="")
+                     loss_function=_boosting_loss(model, n_outputs), impurity_scheme="", category_codes=codes)
+
+
+def _hist_categories(model: Any) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
+    """HistGradientBoosting's categorical features: ``(columns i64[F], codes, known bool[G, C],
+    f_idx_map)``.
+
+    With categorical features, the model's ``OrdinalEncoder`` codes them and its
+    ``ColumnTransformer`` puts them first: the trees' feature ``k`` is input column
+    ``columns[k]``. ``codes`` (a ``CategoryCodes``, or None) holds each categorical column's
+    training values in code order; ``known[f_idx_map[k]]`` the codes of feature ``k`` seen in
+    training (``make_known_categories_bitsets``), C the most codes of a feature.
+    """
+    from jaximp._tree_categories import CategoryCodes, bitset_members
+
+    n_features = model.n_features_in_
+    is_categorical = getattr(model, "is_categorical_", None)
+    if is_categorical is None or not np.any(is_categorical) or model._preprocessor is None:
+        return np.arange(n_features), None, np.zeros((0, 0), bool), np.zeros(n_features, np.int64)
+    categorical = np.flatnonzero(is_categorical)
+    columns = np.concatenate([categorical, np.flatnonzero(~np.asarray(is_categorical, bool))])
+    encoder = model._preprocessor.named_transformers_["encoder"]
+    values = [None] * n_features
+    for j, found in zip(categorical, encoder.categories_):
+        found = np.asarray(found).tolist()  # Python scalars
+        if found and isinstance(found[-1], float) and found[-1] != found[-1]:  # NaN: missing, no code
+            found = found[:-1]
+        values[j] = tuple(found)
+    known_words, f_idx_map = model._bin_mapper.make_known_categories_bitsets()
+    known = bitset_members(known_words)  # [G, 256]
+    width = int(np.max(np.flatnonzero(known.any(axis=0)), initial=-1)) + 1
+    codes = CategoryCodes("scikit-learn", tuple(values), lookup_numbers=True, unseen="missing")
+    return columns, codes, known[:, :width], np.asarray(f_idx_map, np.int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,20 +294,41 @@ def _tree_nodes(tree: Any, value: np.ndarray) -> _Nodes:
     gain[internal] = (weight[internal] * impurity[internal] - weight[l] * impurity[l]
                       - weight[r] * impurity[r])
     nan_left = np.asarray(tree.missing_go_to_left, bool)
+    n = len(left)
     return _Nodes(np.asarray(tree.feature, np.int64), np.asarray(tree.threshold, np.float64),
-                  left, right, nan_left, np.asarray(value, np.float64), weight, gain)
+                  left, right, nan_left, np.asarray(value, np.float64), weight, gain,
+                  np.zeros(n, bool), np.zeros((n, 0), bool))
 
 
-def _predictor_nodes(nodes: np.ndarray, k: int, n_outputs: int) -> _Nodes:
-    """A HistGradientBoosting ``TreePredictor.nodes`` record array, values in column ``k``."""
+def _predictor_nodes(predictor: Any, k: int, n_outputs: int, columns: np.ndarray, known: np.ndarray,
+                     f_idx_map: np.ndarray) -> _Nodes:
+    """A HistGradientBoosting ``TreePredictor``, values in column ``k``, features as input
+    columns (``columns``, see :func:`_hist_categories`).
+
+    A categorical node sends a code right unless it is in its ``raw_left_cat_bitsets`` row
+    (left) or unknown (``known``: missing, ``missing_go_to_left``), as ``_predict_one_from_raw_data``
+    (sklearn/ensemble/_hist_gradient_boosting/_predictor.pyx) does.
+    """
+    from jaximp._tree_categories import bitset_members
+
+    nodes = predictor.nodes
     leaf = nodes["is_leaf"].astype(bool)
     value = np.zeros((len(nodes), n_outputs))
     value[:, k] = nodes["value"]
-    return _Nodes(nodes["feature_idx"].astype(np.int64), nodes["num_threshold"].astype(np.float64),
+    feature = nodes["feature_idx"].astype(np.int64)
+    nan_left = nodes["missing_go_to_left"].astype(bool)
+    categorical = nodes["is_categorical"].astype(bool) & ~leaf
+    right = np.zeros((len(nodes), known.shape[1]), bool)
+    if categorical.any():
+        width = known.shape[1]
+        left_set = bitset_members(predictor.raw_left_cat_bitsets[nodes["bitset_idx"][categorical]])[:, :width]
+        seen = known[f_idx_map[feature[categorical]]]
+        right[categorical] = np.where(seen, ~left_set, ~nan_left[categorical, None])
+    return _Nodes(columns[feature], nodes["num_threshold"].astype(np.float64),
                   np.where(leaf, -1, nodes["left"].astype(np.int64)),
                   np.where(leaf, -1, nodes["right"].astype(np.int64)),
-                  nodes["missing_go_to_left"].astype(bool), value, nodes["count"].astype(np.float64),
-                  np.where(leaf, 0.0, nodes["gain"].astype(np.float64)))
+                  nan_left, value, nodes["count"].astype(np.float64),
+                  np.where(leaf, 0.0, nodes["gain"].astype(np.float64)), categorical, right)
 
 
 def _float32_below(threshold: np.ndarray) -> np.ndarray:
@@ -282,7 +345,7 @@ def _feature_names(model: Any) -> tuple[str, ...]:
 
 
 def _ensemble(model: Any, trees: list[_Nodes], *, n_outputs: int, scale: float, bias: np.ndarray,
-              loss_function: str, impurity_scheme: str) -> TreeEnsemble:
+              loss_function: str, impurity_scheme: str, category_codes: Any = None) -> TreeEnsemble:
     """The trees laid out as :class:`TreeEnsemble` arrays: internal nodes in preorder (root 0),
     leaves depth-first left to right, each leaf's library node id kept in ``leaf_ids``.
 
@@ -334,6 +397,16 @@ def _ensemble(model: Any, trees: list[_Nodes], *, n_outputs: int, scale: float, 
     features[ti, pi] = cat("feature")[internal]
     borders[ti, pi] = _float32_below(cat("threshold")[internal])
     nan_right[ti, pi] = ~cat("nan_left")[internal]
+    categorical = np.zeros((t, m_max), bool)
+    categorical[ti, pi] = cat("categorical")[internal]
+    node_categories = None
+    if categorical.any():
+        split = np.flatnonzero(internal & cat("categorical"))
+        split = split[np.lexsort((node_pos[split], tree_of[split]))]  # row-major, as categorical
+        right_sets = np.concatenate([tree.right_set for tree in trees])[split]  # [S, C]
+        node_categories = category_words(categorical, list(right_sets), ~cat("nan_left")[split],
+                                         _FN)  # unknown codes go where missing values go
+        borders[categorical] = 0.0  # codes are 0, 1, ...: anything below is no category
     children[ti, pi, 0] = pointer[left[internal]]
     children[ti, pi, 1] = pointer[right[internal]]
     weight = cat("weight")
@@ -369,4 +442,7 @@ def _ensemble(model: Any, trees: list[_Nodes], *, n_outputs: int, scale: float, 
         node_weights=jnp.asarray(node_weights),
         leaf_ids=jnp.asarray(leaf_ids),
         impurity_scheme=impurity_scheme,
+        node_categorical=None if node_categories is None else jnp.asarray(categorical),
+        node_categories=None if node_categories is None else jnp.asarray(node_categories),
+        category_codes=category_codes,
     )

@@ -1,8 +1,9 @@
 """Leaf indices and raw predictions of :class:`TreeEnsemble` models.
 
 All trees descend in lockstep, one level per step, for a block of rows laid out feature-major
-(``[E, b]``): D steps of gathers (node feature, border, NaN direction, child) over ``[T, b]``
-pointers, a pointer staying put once it names a leaf. Cost per row: ``O(T D)``.
+(``[E, b]``): D steps of gathers (node feature, border, NaN direction, child; a category bitset
+word at set-membership splits) over ``[T, b]`` pointers, a pointer staying put once it names a
+leaf. Every node decides by ``jaximp._tree_model.goes_right``. Cost per row: ``O(T D)``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,22 @@ from jax import Array
 
 from jaximp._batching import map_blocks, map_rows, row_blocks, sum_rows
 from jaximp._model import squeeze_outputs
-from jaximp._tree_model import TreeEnsemble
+from jaximp._tree_model import TreeEnsemble, goes_right
 
 
-def node_decisions(ens: TreeEnsemble, xt: Array) -> Array:
-    """``bool[T, M, b]`` whether each row goes right at every internal node (``xt: f32[E, b]``)."""
-    values = xt[ens.node_features]  # [T, M, b]
-    right = values > ens.node_borders[:, :, None]
-    return right | (jnp.isnan(values) & ens.node_nan_right[:, :, None])
+def node_decisions(nodes: Any, xt: Array) -> Array:
+    """``bool[T, M, b]`` whether each row goes right at every internal node (``xt: f32[E, b]``).
+
+    ``nodes``: a :class:`TreeEnsemble`, or anything with its ``node_*`` arrays for some trees
+    (a chunk of ``jaximp._tree_shap.Plan``).
+    """
+    values = xt[nodes.node_features]  # [T, M, b]
+    if nodes.node_categorical is None:
+        return goes_right(values, nodes.node_borders[..., None], nodes.node_nan_right[..., None])
+    t, m, w = nodes.node_categories.shape
+    node = jnp.arange(t * m, dtype=jnp.int32).reshape(t, m, 1)
+    return goes_right(values, nodes.node_borders[..., None], nodes.node_nan_right[..., None],
+                      nodes.node_categorical[..., None], nodes.node_categories.reshape(t * m, w), node)
 
 
 def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
@@ -39,12 +48,17 @@ def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
     borders = ens.node_borders.reshape(-1)
     nan_right = ens.node_nan_right.reshape(-1)
     children = ens.node_children.reshape(-1)
+    categorical = None if ens.node_categorical is None else ens.node_categorical.reshape(-1)
+    words = None if ens.node_categories is None else ens.node_categories.reshape(categorical.size, -1)
     columns = jnp.arange(n, dtype=jnp.int32)[None, :]
     pointer = jnp.broadcast_to(ens.roots[:, None], (ens.n_trees, n))
     for _ in range(ens.depth):
         node = jnp.maximum(pointer, 0) + offsets
         value = xt[features[node] * n + columns]
-        right = (value > borders[node]) | (jnp.isnan(value) & nan_right[node])
+        if categorical is None:
+            right = goes_right(value, borders[node], nan_right[node])
+        else:
+            right = goes_right(value, borders[node], nan_right[node], categorical[node], words, node)
         pointer = jnp.where(pointer >= 0, children[2 * node + right.astype(jnp.int32)], pointer)
     return ~pointer
 

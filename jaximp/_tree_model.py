@@ -18,6 +18,15 @@ A model with categorical features (``featurizer`` set) reads the bins of its eva
 (``u8[N, E]``: float features, one-hot values, CTRs; ``jaximp._categorical``) instead of raw
 values, and each node's border is then the index ``j`` of its border among the feature's
 borders: ``bin > j`` exactly when ``value > borders[j]``, and bins are never NaN.
+
+Set-membership splits (XGBoost's ``split_type`` 1, LightGBM's categorical ``decision_type``,
+scikit-learn's ``is_categorical``) read a feature holding category codes. Such a node ``n``
+(``node_categorical[n]``) sends a value ``x`` right by bit ``c`` of its bitset
+``node_categories[n]`` (word ``c // 32``, bit ``c % 32``): ``c = trunc(x)`` where
+``node_borders[n] <= x < C`` with ``C = 32 W - 1``, else ``c = C``, so that the last bit holds
+where every other value goes (below the library's smallest category, at or past ``C``, or a
+category the node's library bitset does not cover); a NaN goes right where ``node_nan_right[n]``.
+:func:`goes_right` is that rule, the one every kernel applies.
 """
 
 from __future__ import annotations
@@ -52,7 +61,8 @@ class TreeEnsemble:
         node_features: ``i32[T, M]`` the evaluated feature (an input column for numeric models)
             that each internal node reads; 0 where padded.
         node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
-            With a featurizer, ``x`` is a bin and the border the index of the split's border.
+            With a featurizer, ``x`` is a bin and the border the index of the split's border; at
+            a set-membership split, the smallest value that reads as a category.
         node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
         node_children: ``i32[T, M, 2]`` left and right child pointers (see above).
         leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
@@ -85,6 +95,14 @@ class TreeEnsemble:
         leaf_ids: ``i32[T, L]`` each leaf's number in its library (scikit-learn's ``apply``
             and XGBoost's ``pred_leaf``: node ids; LightGBM's ``pred_leaf``: leaf ids), which
             ``leaf_indices`` returns; None: leaves numbered depth-first (CatBoost's numbering).
+        node_categorical: ``bool[T, M]`` the node splits on a set of categories (see the module
+            docstring), its border then the smallest value that reads as a category; None for
+            models without such splits (their kernels compile as before).
+        node_categories: ``u32[T, M, W]`` the bitset words of the categories each categorical
+            node sends right, 0 at other nodes; None with ``node_categorical``.
+        category_codes: how rows' categorical columns become the codes the splits read
+            (``jaximp._tree_categories.CategoryCodes``: a DataFrame's category columns mapped
+            through the training categories as the library maps them); None: rows hold numbers.
         impurity_scheme: how ``split_importance(ens, "impurity")`` (scikit-learn's MDI) pools
             trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
             ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
@@ -122,6 +140,9 @@ class TreeEnsemble:
     node_weights: Array | None = None
     leaf_ids: Array | None = None
     impurity_scheme: str = dataclasses.field(default="", metadata=dict(static=True))
+    node_categorical: Array | None = None
+    node_categories: Array | None = None
+    category_codes: Any = dataclasses.field(default=None, metadata=dict(static=True))
 
     def __repr__(self) -> str:
         """One line: ``TreeEnsemble(trees=T, depth=D, features=F, outputs=K, loss='RMSE')``."""
@@ -191,6 +212,33 @@ class TreeEnsemble:
 
         x = as_features(X, self, "predict")
         return tree_predict(self, x, batch_size=batch_size, devices=devices)
+
+
+def goes_right(value: Array, border: Array, nan_right: Array, categorical: Array | None = None,
+               words: Array | None = None, node: Array | None = None) -> Array:
+    """Whether values go right at their nodes: the decision rule of every :class:`TreeEnsemble`
+    kernel (see the module docstring).
+
+    Args:
+        value: ``f32[...]`` each value the node reads.
+        border, nan_right: ``f32``, ``bool`` the node's border and NaN direction, broadcast to
+            ``value``.
+        categorical: None (no set-membership splits: the threshold rule alone), or ``bool``
+            broadcast to ``value``: the node splits on categories.
+        words: ``u32[S, W]`` the category bitsets of all ``S`` nodes (``node_categories``
+            flattened), with ``categorical``.
+        node: ``i32`` broadcast to ``value``: the row of each value's node in ``words``.
+
+    Returns:
+        ``bool`` shaped as ``value``: True where the value goes right.
+    """
+    right = value > border
+    if categorical is None:
+        return right | (jnp.isnan(value) & nan_right)
+    other = 32 * words.shape[-1] - 1  # the bit of every value that is no listed category
+    code = jnp.where((value >= border) & (value < other), value, other).astype(jnp.int32)  # NaN: other
+    member = ((words[node, code >> 5] >> (code & 31).astype(jnp.uint32)) & 1) == 1
+    return jnp.where(jnp.isnan(value), nan_right, jnp.where(categorical, member, right))
 
 
 def check_tree_ensemble(ens: Any, fn_name: str) -> None:

@@ -67,7 +67,7 @@ from jaximp._tree_games import (
     scatter,
 )
 from jaximp._tree_importance import subtree_sums
-from jaximp._tree_leaves import leaves_of, tree_leaf_histogram
+from jaximp._tree_leaves import leaves_of, node_decisions, tree_leaf_histogram
 from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, to_features
 from jaximp._tree_paths import (
     Edges,
@@ -110,6 +110,8 @@ class Plan(NamedTuple):
     node_features: Array
     node_borders: Array
     node_nan_right: Array
+    node_categorical: Array | None  # None without set-membership splits (TreeEnsemble's fields)
+    node_categories: Array | None
     edges: Edges
     parts: tuple[Part, ...]
     background: Any = None
@@ -181,9 +183,7 @@ def _platform(devices: Any, x: Any, fn_name: str) -> str:
 
 def _decisions(plan_chunk: Plan, xt: Array) -> Array:
     """``bool[c, M, b]`` whether each row of ``xt f32[E, b]`` goes right at each node of a chunk."""
-    values = xt[plan_chunk.node_features]  # [c, M, b]
-    right = values > plan_chunk.node_borders[..., None]
-    return right | (jnp.isnan(values) & plan_chunk.node_nan_right[..., None])
+    return node_decisions(plan_chunk, xt)
 
 
 def _row_patterns(chunk: Plan, decisions: Array, depth: int) -> Array:
@@ -213,7 +213,8 @@ def _plan(ens: TreeEnsemble, weights: Array, order: Array, *, chunk: int, layout
         else:
             data = jnp.zeros((ens.n_trees, 0), jnp.float32)
         parts.append(Part(part, values[:, lo:hi], data))
-    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, edges, tuple(parts))
+    tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_categorical, ens.node_categories,
+                edges, tuple(parts))
     return _chunk_trees(tree, ens.n_trees, chunk)
 
 

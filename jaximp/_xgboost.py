@@ -12,8 +12,12 @@ imports without XGBoost installed. The parts read (XGBoost 1.x to 3.x):
   ``right_children[n]`` (-1 at a leaf), ``split_indices`` (feature), ``split_conditions``
   (the threshold; at a leaf, the leaf value, learning rate applied), ``default_left`` (where a
   missing value goes), ``loss_changes`` (the split's gain), ``sum_hessian`` (the node's cover),
-  ``split_type`` (1: a categorical split, not imported yet) and ``tree_param.size_leaf_vector``
-  (> 1: vector leaves of ``multi_strategy="multi_output_tree"``, not imported).
+  ``split_type`` (1: a categorical split, whose categories going right are listed in
+  ``categories``, cut per node by ``categories_nodes``, ``categories_segments`` and
+  ``categories_sizes``) and ``tree_param.size_leaf_vector`` (> 1: vector leaves of
+  ``multi_strategy="multi_output_tree"``, not imported). ``M.cats`` (XGBoost >= 3.1): the
+  training frame's categories of each categorical feature, which code a DataFrame's
+  ``category`` columns (``jaximp._tree_categories``).
   ``M.tree_info[t]``: the output (class, target) tree ``t`` adds to; ``M.iteration_indptr``: the
   trees of each boosting round.
 * ``learner.learner_model_param``: ``base_score`` (one value, ``"5E-1"``, or one per output,
@@ -22,7 +26,11 @@ imports without XGBoost installed. The parts read (XGBoost 1.x to 3.x):
 
 Decisions: XGBoost sends a row left when ``x < split_condition`` in float32 and a missing value
 (NaN) to ``default_left``. So a row goes right when ``x >= c``, exactly when ``x > c'`` with
-``c' = nextafter(c, -inf)`` in float32: the border jaximp stores.
+``c' = nextafter(c, -inf)`` in float32: the border jaximp stores. A categorical split reads the
+category ``trunc(x)`` and sends the listed categories right, everything else left: other
+categories, negative values, values at or past ``2**24`` (``common::Decision``,
+src/common/categorical.h); jaximp stores border 0 (the smallest category) and the listed
+categories as the node's bitset, every other value left.
 
 Bias: ``base_score`` is stored on the prediction scale, and the margin adds the objective's
 inverse link of it (checked by experiment against ``predict(output_margin=True)`` for every
@@ -46,6 +54,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from jaximp._tree_categories import CategoryCodes, category_words
 from jaximp._tree_model import TreeEnsemble
 
 _LOGIT = ("binary:logistic", "reg:logistic")
@@ -80,13 +89,15 @@ def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None) 
         1. ``loss_function``: "RMSE", "Logloss", "CrossEntropy", "MultiClass", "MultiRMSE" or
         "MAE" where the objective is that loss, else "" (pass ``scoring=``). ``class_names``:
         an ``XGBClassifier``'s ``classes_``. Nameless features are named ``"0".."F-1"``
-        (XGBoost's ``get_score`` calls them ``"f0".."f{F-1}"``).
+        (XGBoost's ``get_score`` calls them ``"f0".."f{F-1}"``). Categorical features
+        (``enable_categorical=True``) read category codes: numbers as they are, a DataFrame's
+        ``category`` columns coded by the training categories the model stores, as XGBoost
+        codes them (a category unseen in training is refused).
 
     Raises:
         TypeError: ``model`` is none of the above.
         ValueError: a missing or unreadable file, not an XGBoost model, a ``gblinear`` booster,
-            categorical splits or vector leaves (not imported yet), an empty iteration range,
-            or an unfitted model.
+            vector leaves (not imported), an empty iteration range, or an unfitted model.
 
     Example:
         >>> import xgboost
@@ -258,12 +269,9 @@ class _Tree:
         is_leaf = left[order] < 0
         internal, leaves = order[~is_leaf], order[is_leaf]
         split_type = np.asarray(tree.get("split_type", np.zeros(len(left))), np.int64)
-        if np.any(split_type[internal] != 0):
-            categorical = internal[split_type[internal] != 0]
-            features = sorted(set(np.asarray(tree["split_indices"], np.int64)[categorical].tolist()))
-            raise ValueError(f"from_xgboost: tree {t} has categorical splits (on features {features}), "
-                             "which jaximp does not import yet; train without enable_categorical "
-                             "(one-hot or ordinal codes as numbers) to explain the model with jaximp")
+        if np.any((split_type[internal] != 0) & (split_type[internal] != 1)):
+            raise ValueError(f"from_xgboost: tree {t} has a split_type other than 0 (numerical) or "
+                             "1 (categorical), which this XGBoost version's format does not define")
         pointer = np.zeros(len(left), np.int64)
         pointer[internal] = np.arange(len(internal))
         pointer[leaves] = ~np.arange(len(leaves))
@@ -271,8 +279,12 @@ class _Tree:
         hessians = np.asarray(tree["sum_hessian"], np.float32)
         self.root = int(pointer[0])
         self.features = np.asarray(tree["split_indices"], np.int64)[internal]
-        self.borders = np.nextafter(conditions[internal], np.float32(-np.inf))
+        self.categorical = split_type[internal] == 1
+        # a categorical node reads values from 0 up (a negative value is no category: left)
+        self.borders = np.where(self.categorical, np.float32(0.0),
+                                np.nextafter(conditions[internal], np.float32(-np.inf)))
         self.nan_right = np.asarray(tree["default_left"], np.int64)[internal] == 0
+        self.right_categories = _right_categories(tree, internal[self.categorical])
         self.children = np.stack([pointer[left[internal]], pointer[right[internal]]], axis=-1)
         self.gains = np.asarray(tree["loss_changes"], np.float32)[internal]
         self.covers = hessians[internal]
@@ -280,6 +292,50 @@ class _Tree:
         self.weights = hessians[leaves]
         self.leaf_ids = leaves
         self.depth = int(max(levels))
+
+
+def _right_categories(tree: dict, nodes: np.ndarray) -> list[np.ndarray]:
+    """Per categorical node (XGBoost ids ``nodes``), ``bool[C]`` the categories that go right.
+
+    The tree lists, per categorical node ``categories_nodes[i]``, the categories
+    ``categories[categories_segments[i]:][:categories_sizes[i]]``: those go right, every other
+    value (an unlisted or invalid category) left (``common::Decision``, src/common/categorical.h).
+    """
+    if not len(nodes):
+        return []
+    listed = np.asarray(tree["categories_nodes"], np.int64)
+    starts = np.asarray(tree["categories_segments"], np.int64)
+    sizes = np.asarray(tree["categories_sizes"], np.int64)
+    categories = np.asarray(tree["categories"], np.int64)
+    where = {int(n): i for i, n in enumerate(listed)}
+    right = []
+    for n in nodes:  # per categorical node, at import
+        i = where[int(n)]
+        chosen = categories[starts[i]:starts[i] + sizes[i]]
+        mask = np.zeros(int(chosen.max(initial=-1)) + 1, bool)
+        mask[chosen] = True
+        right.append(mask)
+    return right
+
+
+def _category_codes(model: dict, feature_types: list, n_features: int) -> CategoryCodes | None:
+    """The :class:`CategoryCodes` of a model with categorical features (``feature_types`` "c"),
+    from the training categories it stores (``cats``, XGBoost >= 3.1), else None."""
+    encodings = model.get("cats", {}).get("enc", [])
+    columns = [None] * n_features
+    for j, enc in enumerate(encodings[:n_features]):
+        values = enc.get("values", [])
+        if len(values) == 0:
+            continue
+        if "offsets" in enc:  # strings: UTF-8 bytes cut at the offsets
+            raw = np.asarray(values, np.int64).astype(np.uint8).tobytes()
+            bounds = np.asarray(enc["offsets"], np.int64)
+            columns[j] = tuple(raw[a:b].decode("utf-8", "replace") for a, b in zip(bounds[:-1], bounds[1:]))
+        else:
+            columns[j] = tuple(np.asarray(values).tolist())
+    if "c" not in feature_types and all(c is None for c in columns):
+        return None
+    return CategoryCodes("XGBoost", tuple(columns), unseen="error")
 
 
 def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range: tuple[int, int]) -> TreeEnsemble:
@@ -322,6 +378,13 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
         weights[t, :l], leaf_ids[t, :l] = tree.weights, tree.leaf_ids
     if features.size and (features.min() < 0 or features.max() >= n_features):
         raise ValueError(f"from_xgboost: split features must be below num_feature = {n_features}")
+    categorical = np.zeros((n_trees, n_nodes), bool)
+    for t, tree in enumerate(trees):
+        categorical[t, :len(tree.features)] = tree.categorical
+    categories = None
+    if categorical.any():
+        right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
+        categories = category_words(categorical, right, np.zeros(len(right), bool), "from_xgboost")  # others: left
 
     base = _numbers(param.get("base_score", "0.5"))
     if base.size not in (1, n_outputs):
@@ -354,5 +417,8 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
         node_gains=jnp.asarray(gains),
         node_weights=jnp.asarray(covers),
         leaf_ids=jnp.asarray(leaf_ids),
+        node_categorical=None if categories is None else jnp.asarray(categorical),
+        node_categories=None if categories is None else jnp.asarray(categories),
+        category_codes=_category_codes(model, list(learner.get("feature_types") or ()), n_features),
     )
 

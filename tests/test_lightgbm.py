@@ -459,12 +459,6 @@ def test_decision_rules_around_zero(decision_type):
 
 def test_refuses_what_it_does_not_support(tmp_path):
     X, y = make_data("regression", n=300)
-    Xc = X.copy()
-    Xc[:, 1] = np.random.default_rng(0).integers(0, 6, len(X))
-    categorical = lgb.train(params("regression", num_leaves=7),
-                            lgb.Dataset(Xc, y + Xc[:, 1], categorical_feature=[1]), num_boost_round=3)
-    with pytest.raises(ValueError, match="categorical splits"):
-        jaximp.from_lightgbm(categorical)
     linear = lgb.train(params("regression", num_leaves=4, linear_tree=True), lgb.Dataset(X, y), num_boost_round=2)
     with pytest.raises(ValueError, match="linear tree"):
         jaximp.from_lightgbm(linear)
@@ -474,11 +468,6 @@ def test_refuses_what_it_does_not_support(tmp_path):
                      num_boost_round=10)
     with pytest.raises(ValueError, match="zero_as_missing=False"):
         jaximp.from_lightgbm(zero)
-    pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame({"a": X[:, 0], "c": pd.Categorical(np.asarray(["u", "v", "w"])[np.arange(len(X)) % 3])})
-    pandas_model = lgb.train(params("regression", num_leaves=4), lgb.Dataset(frame, y), num_boost_round=2)
-    with pytest.raises(ValueError, match="pandas categorical"):
-        jaximp.from_lightgbm(pandas_model)
 
 
 def test_refuses_bad_models(tmp_path):

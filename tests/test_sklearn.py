@@ -458,10 +458,6 @@ def test_errors():
         jaximp.from_sklearn(LinearRegression().fit(X, y))
     with pytest.raises(TypeError, match="got str"):
         jaximp.from_sklearn("model.pkl")
-    frame = pd.DataFrame({"a": X[:, 0], "kind": pd.Categorical(np.arange(100) % 3), "b": X[:, 1]})
-    categorical = ensemble.HistGradientBoostingRegressor(max_iter=3).fit(frame, y + frame["kind"].cat.codes)
-    with pytest.raises(ValueError, match=r"categorical features \['kind'\] \(categorical splits are not supported"):
-        jaximp.from_sklearn(categorical)
     two = tree.DecisionTreeClassifier(max_depth=2).fit(X, np.stack([y > 0, y > 1], 1))
     with pytest.raises(ValueError, match="single-output classifier; got a DecisionTreeClassifier with 2 outputs"):
         jaximp.from_sklearn(two)

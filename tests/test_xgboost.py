@@ -398,13 +398,6 @@ def test_refusals(tmp_path):
     linear = xgb.train(dict(booster="gblinear", nthread=1), xgb.DMatrix(X, y), num_boost_round=2)
     with pytest.raises(ValueError, match="tree booster .*gblinear"):
         jaximp.from_xgboost(linear)
-    pd = pytest.importorskip("pandas")
-    frame = pd.DataFrame(X[:, :3], columns=["a", "b", "c"])
-    frame["d"] = pd.Categorical(np.random.default_rng(0).integers(0, 4, len(X)))
-    categorical = xgb.train(dict(max_depth=3, nthread=1), xgb.DMatrix(frame, y, enable_categorical=True),
-                            num_boost_round=4)
-    with pytest.raises(ValueError, match="categorical splits"):
-        jaximp.from_xgboost(categorical)
     targets = np.stack([np.nan_to_num(y), np.nan_to_num(X[:, 4])], axis=1)
     vector = xgb.train(dict(tree_method="hist", multi_strategy="multi_output_tree", max_depth=2, nthread=1),
                        xgb.DMatrix(X, targets), num_boost_round=2)
