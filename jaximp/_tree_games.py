@@ -135,13 +135,18 @@ def _interventional_weights(d: int) -> np.ndarray:
 
 
 def interventional_table(dist: Array, d: int) -> Array:
-    """``f32[.., 2**D, 3]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
-    background's pattern distribution ``dist f32[.., 2**D]`` (module docstring)."""
+    """``f32[c, L, 3, 2**D]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
+    background's pattern distribution ``dist f32[c, L, 2**D]`` (module docstring), one tree at a
+    time (the ``[L, 2**D, D + 1]`` superset sums stay in cache)."""
     size = jnp.asarray(_popcounts(d))
-    ranked = jnp.where(size[:, None] == jnp.arange(d + 1), dist[..., None], 0.0)  # [.., 2**D, D+1]
-    h = _superset_sums(ranked, d)
-    g = jnp.einsum("...xk,xkg->...xg", h, jnp.asarray(_interventional_weights(d)))
-    return jnp.flip(g, axis=-2)  # index u reads X = full - u = ~u
+    weights = jnp.asarray(_interventional_weights(d))
+
+    def one_tree(dist):
+        ranked = jnp.where(size[:, None] == jnp.arange(d + 1), dist[..., None], 0.0)  # [L, 2**D, D+1]
+        g = jnp.einsum("lxk,xkg->lgx", _superset_sums(ranked, d), weights)
+        return jnp.flip(g, axis=-1)  # index u reads X = full - u = ~u
+
+    return jax.lax.map(one_tree, dist)
 
 
 def interaction_path_table(paths: Paths) -> Array:
@@ -197,14 +202,19 @@ def path_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
 
 
 def interventional_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
-    """``f32[P, K, b]`` interventional SHAP values of a bucket from its table ``f32[c, L, 2**D, 3]``
+    """``f32[P, K, b]`` interventional SHAP values of a bucket from its table ``f32[c, L, 3, 2**D]``
     (:func:`interventional_table`; the row's pattern keeps its null slots set, as the
     background's did)."""
     paths = part.paths
     d = paths.z.shape[-1]
     on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [c, L, D, b]
-    g0, gs = _lookup(part.table, u)  # [c, L, b, 3], [c, L, D, b, 3]
-    slot = jnp.where(on, g0[:, :, None, :, 0] - gs[..., 2], -g0[:, :, None, :, 1])
+    c, l, _, size = part.table.shape
+    flat = part.table.reshape(-1)
+    base = (jnp.arange(c * l, dtype=jnp.int32) * 3 * size).reshape(c, l, 1)
+    plus, minus = flat[base + u], flat[base + size + u]  # [c, L, b]
+    cleared = u[:, :, None, :] & ~_bits(d)[None, None, :, None]  # U - s for every slot s
+    shifted = flat[base[:, :, None, :] + 2 * size + cleared]  # [c, L, D, b]
+    slot = jnp.where(on, plus[:, :, None, :] - shifted, -minus[:, :, None, :])
     slot = jnp.where(paths.player[..., None], slot, 0.0)
     return scatter(slot[:, :, :, None, :] * part.values[:, :, None, :, None], paths.feature, n_players)
 

@@ -199,7 +199,8 @@ def length_order(lengths: np.ndarray | None, n_leaves: int, n_trees: int) -> np.
 
 
 def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
-                table_floats: Callable[[int], int], table_bytes: int, overhead: float = 400.0) -> Layout:
+                table_floats: Callable[[int], int], table_bytes: int,
+                costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0) -> Layout:
     """Buckets of leaf ranks minimising a cost model of the row kernels.
 
     Args:
@@ -208,13 +209,12 @@ def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         table_depth: the deepest bucket that may use per-leaf tables.
         table_floats: a table's floats per leaf, as a function of the bucket's depth.
         table_bytes: the budget of all tables together; deeper buckets use quadrature beyond it.
-        overhead: a bucket's fixed cost per tree and row, in ns.
+        costs: ``(table, no table)`` cost per leaf and row of a bucket of depth D_b, in ns
+            (default :func:`path_costs`).
+        overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
 
     Returns:
-        :data:`Layout`, buckets in rank order covering ``[0, L)``. The cost model, in ns per
-        leaf and row measured on CPU: a table costs ``2 (D_b + 2)`` and its build (``(D_b + 1)
-        2**D_b`` per leaf) spread over 256 rows, quadrature ``20 + 2 D_b ceil(D_b / 2)``,
-        and each bucket ``overhead`` more per tree and row (its own ops at every step).
+        :data:`Layout`, buckets in rank order covering ``[0, L)``.
     """
     if lengths is None:
         return _fit_tables(((0, n_leaves, depth, depth <= table_depth),), n_trees, table_floats, table_bytes)
@@ -225,7 +225,7 @@ def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
 
     def cost(lo: int, hi: int) -> tuple[float, bool]:
         d = max(int(ranks[hi - 1]), 1)
-        quad, table = 20.0 + 2.0 * d * (-(-d // 2)), 2.0 * (d + 2) + (d + 1) * (1 << d) / 256
+        table, quad = (costs or path_costs)(d)
         fits = d <= table_depth and n_trees * (hi - lo) * table_floats(d) * 4 <= table_bytes
         return (table, True) if fits and table < quad else (quad, False)
 
@@ -239,6 +239,22 @@ def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         best[cuts[j]] = min(options, key=lambda o: o[0])
     layout = best[n][1]
     return _fit_tables(layout, n_trees, table_floats, table_bytes)
+
+
+def path_costs(d: int) -> tuple[float, float]:
+    """``(table, quadrature)`` cost of the path-dependent games per leaf and row of a bucket of
+    depth ``d``, in ns measured on CPU: ``2 (d + 2)`` per lookup plus the table's build
+    (``(d + 1) 2**d`` per leaf) spread over 256 rows; quadrature ``20 + 2 d ceil(d / 2)``."""
+    return 2.0 * (d + 2) + (d + 1) * (1 << d) / 256, 20.0 + 2.0 * d * (-(-d // 2))
+
+
+def interventional_costs(d: int, n_background: int) -> tuple[float, float]:
+    """``(table, no table)`` cost of the interventional games per leaf and row, as
+    :func:`path_costs`: the table's build is ``d (d + 1) 2**d`` per leaf (superset sums) and
+    ``n_background`` per leaf for the histogram; without a table, every row meets every
+    background row at every slot."""
+    build = (d * (d + 1) * (1 << d) + n_background) / 256
+    return 2.0 * (d + 3) + build, 20.0 + 1.0 * d * n_background
 
 
 def _fit_tables(layout: Layout, n_trees: int, table_floats: Callable[[int], int], table_bytes: int) -> Layout:

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import map_blocks, map_rows, mean_abs_rows, resolve_devices, row_blocks, sum_rows
+from jaximp._batching import map_blocks, map_rows, mean_abs_rows, resolve_devices, sum_rows
 from jaximp._model import squeeze_outputs
 from jaximp._tree_games import (
     Part,
@@ -75,6 +75,8 @@ from jaximp._tree_paths import (
     by_length,
     bucket,
     length_order,
+    interventional_costs,
+    path_costs,
     path_lengths,
     patterns,
     plan_layout,
@@ -87,9 +89,11 @@ from jaximp._tree_paths import (
 METHODS = ("path_dependent", "approximate", "interventional")
 MAX_TABLE_DEPTH = 12  # path and interventional tables hold 2**D_b floats per leaf; deeper: quadrature
 MAX_PAIR_DEPTH = 8  # interaction tables cost 4**D_b per leaf; deeper buckets: quadrature
+MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**D_b floats per leaf, within _TABLE_BYTES
 _TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table buckets turn to quadrature beyond
 _BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets count missed edges
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
+_HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
 _CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates: a CPU cache's share
 # Elsewhere steps are bounded by memory, not caches: a larger budget and wider row steps (a bound
 # chosen without a GPU to measure on; GPU timings belong in scripts/BENCHMARKS.md)
@@ -151,12 +155,14 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
     return d * k + (3 if tables else 6) * d
 
 
-def _layout(ens: TreeEnsemble, name: str) -> tuple[Layout, np.ndarray]:
+def _layout(ens: TreeEnsemble, name: str, n_background: int = 0) -> tuple[Layout, np.ndarray]:
     """The buckets of ``ens`` for kernel ``name`` and each tree's leaves in order of path length."""
     lengths = path_lengths(ens)
-    table_depth = min(MAX_PAIR_DEPTH if name == "pairs" else MAX_TABLE_DEPTH, _BIT_DEPTH)
-    layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=table_depth,
-                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES)
+    table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
+                   "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
+    costs = path_costs if name != "interventional" else lambda d: interventional_costs(d, n_background)
+    layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
+                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs)
     layout = tuple(b for b in layout if b[2] > 0)  # leaves without splits: no players
     return layout, length_order(lengths, ens.n_leaves, ens.n_trees)
 
@@ -297,29 +303,31 @@ def _shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: 
 def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Array, Array], *,
                               block: int, kind: Kind) -> tuple[Array, ...]:
     """Per table bucket, ``f32[n_chunks, c, L_b, 2**D_b]`` weight of the rows ``(x, weight)`` per
-    leaf pattern."""
+    leaf pattern. The patterns of all the step's rows are built chunk by chunk and counted by one
+    scatter after the loop (a scatter inside XLA's loop runs ten times slower on CPU), so steps
+    are kept to :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
     ens, plan = params
     x, weight = rows
-    buckets = [(lo, hi, d) for lo, hi, d, tables in kind.layout if tables]
+    u = jax.lax.map(lambda chunk: _row_patterns(chunk, _decisions(chunk, x.T), ens.depth),
+                    plan._replace(background=None))  # [n_chunks, c, L, n]
+    n_chunks, c = u.shape[:2]
+    out = []
+    for lo, hi, d, tables in kind.layout:
+        if tables:
+            ub = _bucket_pattern(u.reshape((n_chunks * c,) + u.shape[2:]), lo, hi, d)  # [n_chunks c, L_b, n]
+            n_leaves = ub.shape[0] * ub.shape[1]
+            index = (jnp.arange(n_leaves, dtype=jnp.int32).reshape(ub.shape[:2] + (1,)) << d) + ub
+            counts = jax.ops.segment_sum(jnp.broadcast_to(weight, ub.shape).reshape(-1), index.reshape(-1),
+                                         n_leaves << d)
+            out.append(counts.reshape((n_chunks, c, hi - lo, 1 << d)))
+    return tuple(out)
 
-    def block_fn(args):
-        xb, wb = args
 
-        def chunk_fn(chunk):
-            u = _row_patterns(chunk, _decisions(chunk, xb.T), ens.depth)  # [c, L, b]
-            out = []
-            for lo, hi, d in buckets:
-                ub = _bucket_pattern(u, lo, hi, d)
-                c, l, _ = ub.shape
-                index = (jnp.arange(c * l, dtype=jnp.int32).reshape(c, l, 1) * (1 << d) + ub).reshape(-1)
-                counts = jnp.broadcast_to(wb, ub.shape).reshape(-1)
-                out.append(jax.ops.segment_sum(counts, index, c * l << d).reshape(c, l, 1 << d))
-            return tuple(out)
-
-        return jax.lax.map(chunk_fn, plan._replace(background=None))
-
-    out = jax.lax.map(block_fn, (row_blocks(x, block), row_blocks(weight, block)))
-    return tuple(a.sum(0) for a in out)
+def _histogram_batch(ens: TreeEnsemble, batch_size: int | None) -> int:
+    """Background rows per step of :func:`_pattern_histogram_kernel`: at most
+    :data:`_HISTOGRAM_INTS` patterns (and ``batch_size``)."""
+    rows = 1 << max(6, (_HISTOGRAM_INTS // max(ens.n_trees * ens.n_leaves, 1)).bit_length() - 1)
+    return rows if batch_size is None else min(rows, batch_size)
 
 
 @functools.partial(jax.jit, static_argnames=("layout",))
@@ -329,7 +337,9 @@ def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout:
         if has_table:
             histogram = next(tables)
             dist = safe_div(histogram, jnp.sum(histogram, axis=-1, keepdims=True), 0.0)
-            parts[i] = parts[i]._replace(table=interventional_table(dist, d))
+            n_chunks, c = dist.shape[:2]
+            table = interventional_table(dist.reshape((n_chunks * c,) + dist.shape[2:]), d)
+            parts[i] = parts[i]._replace(table=table.reshape((n_chunks, c) + table.shape[1:]))
     return plan._replace(parts=tuple(parts))
 
 
@@ -396,10 +406,11 @@ def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
     return jnp.asarray(rows.reshape(n_blocks, size, -1)), jnp.asarray(weights.reshape(n_blocks, size))
 
 
-def _kernel_plan(ens: TreeEnsemble, name: str, weights: Array, platform: str) -> tuple[Plan, Kind, int]:
+def _kernel_plan(ens: TreeEnsemble, name: str, weights: Array, platform: str,
+                 n_background: int = 0) -> tuple[Plan, Kind, int]:
     """The plan of kernel ``name``, its :class:`Kind` and rows per step, with the tables of the
     path-dependent kinds built."""
-    layout, order = _layout(ens, name)
+    layout, order = _layout(ens, name, n_background)
     kind = Kind(name, layout)
     rows, chunk = _step(ens, kind, platform)
     model = covered(ens, weights) if name != "interventional" else ens
@@ -424,13 +435,14 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
         weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
         return _kernel_plan(ens, "path", weights, platform)
     background = np.asarray(background, np.float32)
-    plan, kind, rows = _kernel_plan(ens, "interventional", ens.leaf_weights, platform)
+    plan, kind, rows = _kernel_plan(ens, "interventional", ens.leaf_weights, platform, len(background))
     if any(not tables for *_, tables in kind.layout):
         plan = plan._replace(background=_background_blocks(background))
     if any(tables for *_, tables in kind.layout):
         histograms = sum_rows(_pattern_histogram_kernel, (ens, plan),
                               (background, np.ones(len(background), np.float32)),
-                              batch_size=batch_size, devices=devices, fn_name=fn_name, kind=kind)
+                              batch_size=_histogram_batch(ens, batch_size), devices=devices, fn_name=fn_name,
+                              kind=kind)
         plan = _interventional_tables(plan, histograms, layout=kind.layout)
     return plan, kind, rows
 

@@ -324,6 +324,7 @@ def no_tables(monkeypatch):
 
     monkeypatch.setattr(tree_shap, "MAX_TABLE_DEPTH", 0)
     monkeypatch.setattr(tree_shap, "MAX_PAIR_DEPTH", 0)
+    monkeypatch.setattr(tree_shap, "MAX_INTERVENTIONAL_DEPTH", 0)
 
 
 @pytest.mark.parametrize("bits", [True, False])
