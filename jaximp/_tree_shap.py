@@ -508,7 +508,8 @@ def _shap_kernel(params: tuple, x: Array, *, block: int, kind: str, step_rows: i
             return acc + _table_phi(chunk, xt, e, pairs=pairs), None
 
         shape = (e, e) if pairs else (e,)
-        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), jnp.float32)
+        dtype = jnp.result_type(plan.values, plan.paths.z)  # float64 models (jax_enable_x64) stay so
+        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), dtype)
         acc, _ = jax.lax.scan(step, acc, plan)
         out = jnp.moveaxis(acc, -1, 0)  # [b, P(, P), K]
         if per_player:
@@ -594,7 +595,8 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     """
     negligible = jnp.abs(weights) <= 1e-13 * jnp.minimum(jnp.abs(1.0 + weights), 1.0)
     values = jnp.where(negligible[..., None], 0.0, ens.leaf_values).astype(ens.leaf_values.dtype)
-    return dataclasses.replace(ens, leaf_weights=jnp.asarray(weights, jnp.float32), leaf_values=values)
+    weights = jnp.asarray(weights, jnp.result_type(float, weights))  # float64 weights stay float64
+    return dataclasses.replace(ens, leaf_weights=weights, leaf_values=values)
 
 
 @functools.partial(jax.jit, static_argnames=("chunk", "tables"))
@@ -650,11 +652,9 @@ def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
     b = len(background)
     size = min(_BACKGROUND_BLOCK, b)
     n_blocks = -(-b // size)
-    rows = np.zeros((n_blocks * size, background.shape[1]), np.float32)
-    rows[:b] = background
-    weights = np.zeros(n_blocks * size, np.float32)
-    weights[:b] = 1.0 / b
-    return jnp.asarray(rows.reshape(n_blocks, size, -1)), jnp.asarray(weights.reshape(n_blocks, size))
+    rows = jnp.pad(jnp.asarray(background, jnp.float32), ((0, n_blocks * size - b), (0, 0)))  # traced rows too
+    weights = jnp.pad(jnp.full(b, 1.0 / b, jnp.float32), (0, n_blocks * size - b))
+    return rows.reshape(n_blocks, size, -1), weights.reshape(n_blocks, size)
 
 
 def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = None, *,
@@ -675,7 +675,8 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
         rows, chunk = _step(ens, kind, platform)
         weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
         return _path_plan(covered(ens, weights), weights, chunk=chunk, tables=kind == "path"), kind, rows
-    background = np.asarray(background, np.float32)
+    if not isinstance(background, jax.Array):  # rows traced under jax.jit stay in JAX
+        background = np.asarray(background, np.float32)
     if ens.depth > MAX_PAIR_DEPTH:
         rows, chunk = _step(ens, "deep_interventional", platform)
         plan = _path_plan(ens, ens.leaf_weights, chunk=chunk, tables=False)
@@ -709,7 +710,7 @@ def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
         got = jnp.take_along_axis(change, leaves[:, :, None, None], axis=1)  # [T, b, D, K]
         feat = jnp.take_along_axis(features, leaves[:, :, None], axis=1)  # [T, b, D]
         rows = jnp.broadcast_to(jnp.arange(xb.shape[0])[None, :, None], feat.shape)
-        out = jnp.zeros((xb.shape[0], ens.n_players, ens.n_outputs), jnp.float32)
+        out = jnp.zeros((xb.shape[0], ens.n_players, ens.n_outputs), change.dtype)
         out = out.at[rows.reshape(-1), feat.reshape(-1)].add(got.reshape(-1, ens.n_outputs))
         return to_features(ens, out, axis=1)
 
@@ -780,8 +781,11 @@ def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", ba
     if method == "interventional":
         from jaximp._tree_leaves import tree_predict
 
-        mean = np.asarray(tree_predict(ens, np.asarray(background, np.float32), batch_size=batch_size,
-                                       devices=devices), np.float64).mean(0)
+        rows = background if isinstance(background, jax.Array) else np.asarray(background, np.float32)
+        predicted = tree_predict(ens, rows, batch_size=batch_size, devices=devices)
+        if isinstance(predicted, jax.core.Tracer):  # under jax.grad, jit or vmap: stays in JAX
+            return jnp.mean(predicted, axis=0)
+        mean = np.asarray(predicted, np.float64).mean(0)
         return squeeze_outputs(jnp.asarray(np.atleast_1d(mean), jnp.float32), ens.n_outputs)
     weights = _training_weights(ens, "expected_value", x, batch_size=batch_size, devices=devices)
     total = jnp.sum(weights, axis=1, keepdims=True)
