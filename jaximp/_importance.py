@@ -127,6 +127,10 @@ def prediction_values_change(
     Returns:
         ``f32[F]``, non-negative, summing to 100 (all zeros if every leaf pair has equal values).
 
+    Differentiable in: ``ens.leaf_values`` and ``ens.leaf_weights`` (without ``X``) or
+    ``sample_weight`` (with ``X``: the leaf weights are its sums per leaf); piecewise constant in
+    ``X`` and the splits. Not differentiable where a leaf pair's weights are both 0 (a kink).
+
     Raises:
         TypeError: ``ens`` is not an ``ObliviousEnsemble``; ``X`` or ``sample_weight`` of a
             wrong type.
@@ -316,6 +320,10 @@ def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str 
         (at most 100 with categorical features; all zeros when no tree has two splits on
         different features).
 
+    Differentiable in: ``ens.leaf_values`` (numeric models; an absolute value inside, so not
+    where a pair's score is 0); leaf weights play no part. With categorical features the result
+    is computed on the host and cannot be traced (``jax.grad``, ``jit``, ``vmap`` refuse it).
+
     Raises:
         TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
         ValueError: an unknown ``output_reduction``.
@@ -427,6 +435,11 @@ def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
 
     Returns:
         ``f32[F]``; not normalised, except "impurity" (sums to 1, or all 0 without a split).
+
+    Differentiable in: for CatBoost models' "gain" and "total_gain", ``ens.leaf_values``,
+    ``ens.leaf_weights`` and ``ens.scale``; "cover" and "total_cover" in ``ens.leaf_weights``;
+    stored library statistics only in themselves (``node_gains``, ``node_weights``); counts
+    ("weight", "split") are piecewise constant.
 
     Raises:
         TypeError: ``ens`` is not an ensemble.

@@ -211,6 +211,7 @@ def leaf_indices(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = Non
 
     Returns:
         ``i32[N, T]``; bit ``d`` of ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``.
+        Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
 
     Raises:
         TypeError, ValueError: ``X`` is not numeric ``[N, F]`` data (see ``as_features``).
@@ -233,7 +234,8 @@ def predict(ens: ObliviousEnsemble, X: Any, *, batch_size: int | None = None, de
             progress: bool = True):
     """Raw predictions, CatBoost's ``RawFormulaVal``: ``f32[N]`` if K == 1 else ``f32[N, K]``.
 
-    See :meth:`ObliviousEnsemble.predict`.
+    Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias``; piecewise constant in
+    ``X`` and the borders. See :meth:`ObliviousEnsemble.predict`.
     """
     if isinstance(ens, TreeEnsemble):
         return tree_predict(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices,

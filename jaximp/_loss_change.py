@@ -104,6 +104,12 @@ def loss_function_change(
         memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
         summed block by block on the device: only ``F + 1`` sums per block come back).
 
+    Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` (the covers of the SHAP
+    values), ``ens.scale``, ``ens.bias``, ``sample_weight`` and, for regression, ``y``;
+    piecewise constant in ``X`` and the splits. Under ``jax.grad``, ``jit`` or ``vmap`` the
+    result is computed in JAX (a traced ``y`` is read in the metrics' layout: values, the
+    second class's 0/1 or probability, class indices; never as class labels).
+
     Raises:
         TypeError, ValueError: bad X, y or sample_weight, or a loss other than the above.
 

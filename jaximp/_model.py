@@ -139,6 +139,10 @@ class ObliviousEnsemble:
         Returns:
             ``f32[N]`` when K == 1, else ``f32[N, K]``.
 
+        Differentiable in: ``leaf_values``, ``scale``, ``bias`` (under ``jax.grad``, ``jit`` and
+        ``vmap``); piecewise constant in ``X`` and the borders (zero gradient; see
+        ``jaximp.soft_predict`` for a smooth relaxation).
+
         Example:
             >>> ens = jaximp.from_catboost(model)                # doctest: +SKIP
             >>> ens.predict(X)                                   # doctest: +SKIP

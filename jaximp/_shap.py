@@ -366,6 +366,12 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
         ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
         ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``.
 
+    Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
+    (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
+    ``background`` (it enters through leaf counts) and the splits; see
+    ``jaximp.soft_shap_values`` for gradients in ``X``. Rows, background and the model may be
+    traced (``jax.jit``, ``vmap`` over stacked ensembles): the call then stays in JAX.
+
     Raises:
         TypeError, ValueError: a bad model, rows, method or background.
 
@@ -410,6 +416,9 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
         ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
         ``jax.Array`` for rows given as one.
 
+    Differentiable in: as :func:`shap_values` (``|.|`` has a kink where a value is 0). Under
+    ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
+
     Raises:
         TypeError, ValueError: as :func:`shap_values`.
 
@@ -439,6 +448,9 @@ def expected_value(ens: ObliviousEnsemble, *, method: str = "path_dependent", ba
     ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias`` with ``p_t`` the tree's training leaf
     weights (``path_dependent``, ``exact``, ``approximate``) or its background leaf histogram
     (``interventional``), normalised; CatBoost's last ``ShapValues`` column.
+
+    Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias`` and (except for
+    ``interventional``) ``ens.leaf_weights``; piecewise constant in ``background``.
 
     Raises:
         TypeError, ValueError: a bad model, method or background.
@@ -480,6 +492,9 @@ def shap_interaction_values(ens: ObliviousEnsemble, X: Any, *, batch_size: int |
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes.
 
+    Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
+    constant in ``X`` and the splits.
+
     Raises:
         TypeError, ValueError: a bad model or rows.
     """
@@ -498,6 +513,8 @@ def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *
     Returns:
         ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
         |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
+
+    Differentiable in: as :func:`shap_interaction_values` (``|.|`` has a kink at 0).
 
     Raises:
         TypeError, ValueError: as :func:`shap_interaction_values`.

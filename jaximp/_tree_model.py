@@ -151,6 +151,9 @@ class TreeEnsemble:
     def predict(self, X, *, batch_size: int | None = None, devices=None):
         """Raw predictions (CatBoost's ``RawFormulaVal``): ``f32[N]`` if K == 1 else ``f32[N, K]``.
 
+        Differentiable in: ``leaf_values``, ``scale``, ``bias``; piecewise constant in ``X`` and
+        the borders (see ``jaximp.soft_predict``).
+
         Example:
             >>> ens = tree_ensemble_from_json(model_json)   # doctest: +SKIP
             >>> ens.predict(X)                              # doctest: +SKIP
