@@ -452,7 +452,8 @@ def perturbed_copies(ens, n_copies: int, noise: float = 0.01, seed: int = 0):
     scale = noise * jnp.std(ens.leaf_values)
 
     def one(key):
-        return dataclasses.replace(ens, leaf_values=ens.leaf_values + scale * jax.random.normal(key, ens.leaf_values.shape))
+        noise_values = scale * jax.random.normal(key, ens.leaf_values.shape)
+        return dataclasses.replace(ens, leaf_values=ens.leaf_values + noise_values)
 
     return jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(seed), n_copies))
 
