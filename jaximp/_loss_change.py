@@ -137,7 +137,7 @@ def loss_function_change(
                                      batch_size=batch_size, devices=devices, fn_name=fn, progress=progress,
                                      loss=loss)
     traced = is_traced((total, delta))  # under jax.grad, jit or vmap: the result stays in JAX
-    weight = jnp.sum(weights) if traced else weights.astype(np.float64).sum()
+    weight = jnp.sum(weights) if is_traced(weights) else weights.astype(np.float64).sum()
     result = to_columns(ens, metric_change(loss, weight, total, delta), axis=0, per="representative")  # [F]
     return result if traced else like_rows(np.asarray(result, np.float32), x)
 

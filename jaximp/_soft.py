@@ -85,6 +85,7 @@ class SoftTrees(NamedTuple):
 
 
 def _check(ens: Any, fn_name: str) -> None:
+    """A ``TypeError`` unless ``ens`` is an ensemble; a ``ValueError`` for categorical models."""
     if not isinstance(ens, (ObliviousEnsemble, TreeEnsemble)):
         raise TypeError(f"{fn_name}: ens must be a jaximp.ObliviousEnsemble or jaximp.TreeEnsemble; "
                         f"got {type(ens).__name__}")
