@@ -95,12 +95,10 @@ CASES = {  # name: (function of (ens, data) -> array, what it is differentiable 
 }
 ENSEMBLE_FIELDS = ("leaf_values", "leaf_weights", "scale", "bias")
 slow = pytest.mark.slow
-FAST = {  # every function once per ensemble kind where its code differs; the rest run with -m slow
-    "oblivious": ("predict", "prediction_values_change", "prediction_values_change_X", "interaction",
-                  "shap_path_dependent", "shap_exact", "shap_approximate", "shap_interventional",
-                  "shap_interaction_values", "shap_importance", "loss_function_change"),
-    "trees": ("interaction", "shap_path_dependent", "shap_approximate", "shap_interventional",
-              "expected_value_interventional", "shap_interaction_importance", "shap_importance_interventional",
+FAST = {  # the default run: each kind of kernel once per ensemble type; the rest run with -m slow
+    "oblivious": ("predict", "prediction_values_change", "interaction", "shap_path_dependent", "shap_exact",
+                  "shap_interventional", "shap_importance", "loss_function_change"),
+    "trees": ("interaction", "shap_path_dependent", "shap_interventional", "expected_value_interventional",
               "loss_function_change"),
 }
 
@@ -163,10 +161,10 @@ def test_gradient_matches_finite_differences(name, case):
         np.testing.assert_allclose(dot, fd, rtol=RTOL, atol=RTOL * scale)
 
 
-JIT_GRID = [pytest.param("oblivious", "shap_importance", id="oblivious-shap_importance"),
-            pytest.param("trees", "interaction", id="trees-interaction")] + [
+JIT_GRID = [pytest.param("trees", "interaction", id="trees-interaction")] + [
     pytest.param(n, c, id=f"{n}-{c}", marks=slow) for n, c in (
-        ("oblivious", "loss_function_change"), ("trees", "shap_path_dependent"), ("trees", "loss_function_change"))]
+        ("oblivious", "shap_importance"), ("oblivious", "loss_function_change"), ("trees", "shap_path_dependent"),
+        ("trees", "loss_function_change"))]
 
 
 @pytest.mark.parametrize("name,case", JIT_GRID)
@@ -186,8 +184,7 @@ def perturbed(ens, n_copies, seed=0):
     return copies, jax.tree_util.tree_map(lambda *a: jnp.stack(a), *copies)
 
 
-VMAP_FAST = {"oblivious": ("shap_importance", "loss_function_change", "expected_value_interventional"),
-             "trees": ("interaction", "shap_interventional", "prediction_values_change_X")}
+VMAP_FAST = {"oblivious": ("shap_importance",), "trees": ("interaction", "shap_interventional")}
 VMAP_GRID = [pytest.param(n, c, id=f"{n}-{c}", marks=() if c in VMAP_FAST[n] else slow)
              for n in ("oblivious", "trees") for c in CASES if (n, c) != ("trees", "shap_exact")]
 
@@ -203,7 +200,7 @@ def test_vmap_over_ensembles_equals_loop(name, case):
     np.testing.assert_allclose(np.asarray(batched), looped, rtol=1e-5, atol=1e-5 * magnitude)
 
 
-@pytest.mark.parametrize("name", ["oblivious", pytest.param("trees", marks=slow)])
+@pytest.mark.parametrize("name", [pytest.param("oblivious", marks=slow), pytest.param("trees", marks=slow)])
 def test_jacrev_of_shap_values(name):
     ens, data = model(name)
     values = lambda v: jaximp.shap_values(dataclasses.replace(ens, leaf_values=v), data["X"])  # noqa: E731
