@@ -43,6 +43,9 @@ from jaximp._shap import shap_interaction_importance as shap_interaction_importa
 from jaximp._shap import shap_interaction_values as shap_interaction_values
 from jaximp._shap import shap_values as shap_values
 from jaximp._sklearn import from_sklearn as from_sklearn
+from jaximp._soft import soft_leaf_probabilities as soft_leaf_probabilities
+from jaximp._soft import soft_predict as soft_predict
+from jaximp._soft import soft_shap_values as soft_shap_values
 from jaximp._tree_model import TreeEnsemble as TreeEnsemble
 from jaximp._xgboost import from_xgboost as from_xgboost
 
@@ -70,6 +73,9 @@ __all__ = [
     "shap_interaction_importance",
     "shap_interaction_values",
     "shap_values",
+    "soft_leaf_probabilities",
+    "soft_predict",
+    "soft_shap_values",
     "split_importance",
 ]
 

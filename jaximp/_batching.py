@@ -181,7 +181,9 @@ def _rows_device(rows: Any) -> Any:
     return None
 
 
-def _is_traced(tree: Any) -> bool:
+def is_traced(tree: Any) -> bool:
+    """Whether a leaf of ``tree`` is a JAX tracer (``jax.grad``, ``jit`` or ``vmap`` is running):
+    the call must then stay in JAX, with no host conversion."""
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
 
 
@@ -220,7 +222,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
     static = {**static, **platform_static(kernel, devs[0])}
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    if _is_traced(params) or _is_traced(rows):
+    if is_traced(params) or is_traced(rows):
         yield kernel(params, rows, block=block, **static)
         return
     compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
@@ -297,7 +299,7 @@ def map_rows(
         start = stop
 
     for out in steps:
-        if _is_traced(out):  # one traced call over all rows
+        if is_traced(out):  # one traced call over all rows
             return out if host_dtype is None else jax.tree_util.tree_map(lambda a: a.astype(host_dtype), out)
         if pending is not None:  # copy the previous step to the host while this one runs
             to_host(pending)
@@ -408,7 +410,7 @@ def sum_blocks(
     total = None
     for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
                       row_floats=row_floats, progress=progress, per_block=True):
-        if _is_traced(out):
+        if is_traced(out):
             return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0), out)
         parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
         if total is not None:
@@ -444,7 +446,7 @@ def mean_abs_rows(
     weight = (jnp if on_device(rows) else np).ones(n, np.float32)
     total = weighted_sums(kernel, params, rows, weight, batch_size=batch_size, devices=devices, fn_name=fn_name,
                           absolute=True, row_floats=row_floats, progress=progress, **static)
-    if _is_traced(total):
+    if is_traced(total):
         return jax.tree_util.tree_map(lambda a: a / n, total)
     mean = jax.tree_util.tree_map(lambda a: (a / n).astype(np.float32), total)
     return like_rows(mean, rows)
@@ -463,7 +465,7 @@ def where_rows(result: Any, rows: Any) -> Any:
     """``result`` (a ``jax.Array`` computed from ``rows``) as NumPy when the rows are in host
     memory; as is for rows given as ``jax.Array``s, and for tracers (under ``jax.jit`` or
     ``jax.grad``)."""
-    if on_device(rows) or _is_traced(result):
+    if on_device(rows) or is_traced(result):
         return result
     return np.asarray(result)
 

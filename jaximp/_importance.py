@@ -134,6 +134,10 @@ def prediction_values_change(
         a ``jax.Array`` without ``X`` (differentiable in ``leaf_values`` and ``leaf_weights``);
         with ``X``, NumPy for rows in host memory and a ``jax.Array`` for rows given as one.
 
+    Differentiable in: ``ens.leaf_values`` and ``ens.leaf_weights`` (without ``X``) or
+    ``sample_weight`` (with ``X``: the leaf weights are its sums per leaf); piecewise constant in
+    ``X`` and the splits. Not differentiable where a leaf pair's weights are both 0 (a kink).
+
     Raises:
         TypeError: ``ens`` is not an ensemble; ``X`` or ``sample_weight`` of a wrong type.
         ValueError: ``X`` of a wrong shape, ``sample_weight`` without ``X``, of a wrong length,
@@ -330,6 +334,10 @@ def interaction(ens: ObliviousEnsemble | TreeEnsemble, *, output_reduction: str 
         triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
         two splits on different features).
 
+    Differentiable in: ``ens.leaf_values`` (numeric models; an absolute value inside, so not
+    where a pair's score is 0); leaf weights play no part. With categorical features the result
+    is computed on the host and cannot be traced (``jax.grad``, ``jit``, ``vmap`` refuse it).
+
     Raises:
         TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
         ValueError: an unknown ``output_reduction``.
@@ -447,6 +455,11 @@ def split_importance(ens: ObliviousEnsemble | TreeEnsemble, type: str) -> Array:
     Returns:
         ``f32[F]`` (a ``jax.Array``); not normalised, except "impurity" (sums to 1, or all 0
         without a split).
+
+    Differentiable in: for CatBoost models' "gain" and "total_gain", ``ens.leaf_values``,
+    ``ens.leaf_weights`` and ``ens.scale``; "cover" and "total_cover" in ``ens.leaf_weights``;
+    stored library statistics only in themselves (``node_gains``, ``node_weights``); counts
+    ("weight", "split") are piecewise constant.
 
     Raises:
         TypeError: ``ens`` is not an ensemble.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaximp._categorical import hash_column
@@ -236,6 +237,11 @@ def as_weights(sample_weight: Any, n_rows: int, fn_name: str, *, allow_all_zero:
     """
     if sample_weight is None:
         return np.ones(n_rows, np.float32)
+    if isinstance(sample_weight, jax.core.Tracer):  # under jax.grad, jit or vmap: values unchecked
+        if sample_weight.shape != (n_rows,):
+            raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; "
+                             f"got {sample_weight.shape}")
+        return sample_weight.astype(jnp.result_type(float, sample_weight))
     w = np.asarray(sample_weight)
     if not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
         raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")

@@ -216,6 +216,7 @@ def leaf_indices(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: i
         ``i32[N, T]``; for an oblivious tree, bit ``d`` of ``[n, t]`` is the outcome of tree
         ``t``'s split at depth ``d``. NumPy for rows in host memory, a ``jax.Array`` on the
         rows' device for rows given as one.
+        Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
 
     Raises:
         TypeError, ValueError: ``X`` is not ``[N, F]`` rows of the model's features.
@@ -246,6 +247,9 @@ def predict(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, batch_size: int | 
     :meth:`TreeEnsemble.predict`), with a progress bar (tqdm) when the call lasts over 2
     seconds; ``progress=False`` silences it. NumPy for rows in host memory, a ``jax.Array`` on
     the rows' device for rows given as one.
+
+    Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias``; piecewise constant in
+    ``X`` and the borders.
 
     Example:
         >>> jaximp.predict(ens, X).shape

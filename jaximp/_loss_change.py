@@ -25,10 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._batching import like_rows, on_device, weighted_sums
+from jaximp._batching import is_traced, like_rows, on_device, weighted_sums
 from jaximp._inputs import as_features, as_weights
 from jaximp._leaves import leaf_prediction, map_leaves
 from jaximp._metrics import ModelLoss, as_targets, model_loss
@@ -104,6 +105,12 @@ def loss_function_change(
         memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
         summed block by block on the device: only ``F + 1`` sums per block come back).
 
+    Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` (the covers of the SHAP
+    values), ``ens.scale``, ``ens.bias``, ``sample_weight`` and, for regression, ``y``;
+    piecewise constant in ``X`` and the splits. Under ``jax.grad``, ``jit`` or ``vmap`` the
+    result is computed in JAX (a traced ``y`` is read in the metrics' layout: values, the
+    second class's 0/1 or probability, class indices; never as class labels).
+
     Raises:
         TypeError, ValueError: bad X, y or sample_weight, or a loss other than the above.
 
@@ -125,7 +132,7 @@ def loss_function_change(
     n = x.shape[0]
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn)
-    if devices is None and on_device(x):  # computed where the rows are
+    if devices is None and on_device(x) and not is_traced(x):  # computed where the rows are
         devices = list(x.devices())
     if tree:
         total, delta = tree_loss_changes(ens, x, targets, weights, loss, batch_size=batch_size, devices=devices,
@@ -135,8 +142,10 @@ def loss_function_change(
         total, delta = weighted_sums(_loss_change_kernel, (ens, tables), (x, targets), weights,
                                      batch_size=batch_size, devices=devices, fn_name=fn, progress=progress,
                                      loss=loss)
-    result = metric_change(loss, weights.astype(np.float64).sum(), total, delta)  # [P]
-    return like_rows(np.asarray(to_columns(ens, result, axis=0, per="representative"), np.float32), x)
+    traced = is_traced((total, delta))  # under jax.grad, jit or vmap: the result stays in JAX
+    weight = jnp.sum(weights) if is_traced(weights) else weights.astype(np.float64).sum()
+    result = to_columns(ens, metric_change(loss, weight, total, delta), axis=0, per="representative")  # [F]
+    return result if traced else like_rows(np.asarray(result, np.float32), x)
 
 
 def metric_change(loss: ModelLoss, weight: float, total: Any, delta: Any) -> np.ndarray:
@@ -144,12 +153,14 @@ def metric_change(loss: ModelLoss, weight: float, total: Any, delta: Any) -> np.
     f64[]`` and of their changes ``delta f64[P]``, and the total weight ``weight``.
 
     The sums come from per-block sums added on the host in float64
-    (``jaximp._batching.weighted_sums``): exact whatever the batch size or device count.
+    (``jaximp._batching.weighted_sums``): exact whatever the batch size or device count. Traced
+    sums (``jax.grad``, ``jit``, ``vmap``) give a traced result, computed with ``jax.numpy``.
     """
+    xp = jnp if is_traced((weight, total, delta)) else np
     if loss.root:  # sqrt(a + d) - sqrt(a) = d / (sqrt(a + d) + sqrt(a)), without cancellation
-        before, after = np.sqrt(total / weight), np.sqrt(np.maximum(total + delta, 0.0) / weight)
+        before, after = xp.sqrt(total / weight), xp.sqrt(xp.maximum(total + delta, 0.0) / weight)
         denom = before + after
-        result = np.where(denom > 0, (delta / weight) / np.where(denom > 0, denom, 1.0), 0.0)
+        result = xp.where(denom > 0, (delta / weight) / xp.where(denom > 0, denom, 1.0), 0.0)
     else:
         result = delta / weight
     return result

@@ -545,6 +545,8 @@ def as_targets(y: Any, ens: ObliviousEnsemble, n_rows: int, fn_name: str) -> np.
         ValueError: wrong length or shape, NaN, or labels that are not the model's classes.
     """
     task = task_of(ens, fn_name)
+    if isinstance(y, jax.core.Tracer):
+        return _traced_targets(y, ens, task, n_rows, fn_name)
     if hasattr(y, "to_numpy"):  # pandas / polars Series or DataFrame
         y = y.to_numpy()
     y = np.asarray(y)
@@ -569,6 +571,20 @@ def as_targets(y: Any, ens: ObliviousEnsemble, n_rows: int, fn_name: str) -> np.
             raise ValueError(f"{fn_name}: y must hold class indices 0..{ens.n_outputs - 1}")
         return y.astype(np.int32)
     return y.astype(np.float32)
+
+
+def _traced_targets(y: Array, ens: ObliviousEnsemble, task: Task, n_rows: int, fn_name: str) -> Array:
+    """Targets traced by ``jax.jit``, ``grad`` or ``vmap``, taken as the metrics' layout (see the
+    module docstring: values, the second class's 0/1 or probability, class indices), never as
+    class labels; only their shape can be checked."""
+    if y.ndim == 2 and y.shape[1] == 1 and task != "multiregression":
+        y = y[:, 0]
+    want = (n_rows, ens.n_outputs) if task == "multiregression" else (n_rows,)
+    if y.shape != want:
+        raise ValueError(f"{fn_name}: y must have shape {want}, one target per row of X; got {y.shape}")
+    if task == "multiclass":
+        return y.astype(jnp.int32)
+    return y.astype(jnp.result_type(float, y))
 
 
 def _class_indices(y: np.ndarray, class_names: tuple, task: Task, fn_name: str) -> np.ndarray:

@@ -159,6 +159,10 @@ class ObliviousEnsemble:
             ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
             ``jax.Array`` on the rows' device for rows given as one.
 
+        Differentiable in: ``leaf_values``, ``scale``, ``bias`` (under ``jax.grad``, ``jit`` and
+        ``vmap``); piecewise constant in ``X`` and the borders (zero gradient; see
+        ``jaximp.soft_predict`` for a smooth relaxation).
+
         Example:
             >>> raw = ens.predict(X)
             >>> raw.shape

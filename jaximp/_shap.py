@@ -397,6 +397,12 @@ def shap_values(ens: ObliviousEnsemble, X: Any, *, method: str = "path_dependent
         ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
         host memory, a ``jax.Array`` on the rows' device for rows given as one.
 
+    Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
+    (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
+    ``background`` (it enters through leaf counts) and the splits; see
+    ``jaximp.soft_shap_values`` for gradients in ``X``. Rows, background and the model may be
+    traced (``jax.jit``, ``vmap`` over stacked ensembles): the call then stays in JAX.
+
     Raises:
         TypeError, ValueError: a bad model, rows, method or background.
 
@@ -448,6 +454,9 @@ def shap_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, method: st
         ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
         ``jax.Array`` for rows given as one.
 
+    Differentiable in: as :func:`shap_values` (``|.|`` has a kink where a value is 0). Under
+    ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
+
     Raises:
         TypeError, ValueError: as :func:`shap_values`.
 
@@ -489,6 +498,9 @@ def expected_value(ens: ObliviousEnsemble | TreeEnsemble, *, method: str = "path
     Returns:
         ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
         alone (a background included).
+
+    Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias`` and (except for
+    ``interventional``) ``ens.leaf_weights``; piecewise constant in ``background``.
 
     Raises:
         TypeError, ValueError: a bad model, method or background.
@@ -540,6 +552,9 @@ def shap_interaction_values(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *, ba
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes:
         NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
 
+    Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
+    constant in ``X`` and the splits.
+
     Raises:
         TypeError, ValueError: a bad model or rows.
 
@@ -570,6 +585,8 @@ def shap_interaction_importance(ens: ObliviousEnsemble | TreeEnsemble, X: Any, *
     Returns:
         ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
         |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
+
+    Differentiable in: as :func:`shap_interaction_values` (``|.|`` has a kink at 0).
 
     Raises:
         TypeError, ValueError: as :func:`shap_interaction_values`.

@@ -92,7 +92,7 @@ def tree_prediction_values_change(ens: TreeEnsemble, leaf_weights: Array | None 
             raise ValueError(f"{fn_name}: the model file carries no leaf weights, which this needs; "
                              "pass X (the training rows) to count them")
         leaf_weights = ens.leaf_weights
-    return _pvc_kernel(ens, jnp.asarray(leaf_weights, jnp.float32))
+    return _pvc_kernel(ens, jnp.asarray(leaf_weights, jnp.result_type(float, leaf_weights)))
 
 
 def _reachable(ens: TreeEnsemble) -> Array:

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._batching import is_traced
 from jaximp._tree_importance import subtree_sums
 from jaximp._tree_model import TreeEnsemble, parents, to_features
 
@@ -125,21 +126,72 @@ def _key_scores(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -
     ``sum_k |delta_t(f, g)_k|`` ("abs")."""
     contrib = terms.sign[:, None] * child_sum_difference(ens)[terms.tree, terms.node]  # [n, K]
     per_key = jax.ops.segment_sum(contrib, terms.key, terms.pair.shape[0])  # [U, K]: delta_t(f, g)
-    if output_reduction == "sum":
-        return jnp.abs(jnp.sum(per_key, axis=-1))
-    return jnp.sum(jnp.abs(per_key), axis=-1)
+    return _reduce_outputs(per_key, output_reduction)
 
 
 _key_scores_kernel = jax.jit(_key_scores, static_argnames=("output_reduction",))
 
 
-@functools.partial(jax.jit, static_argnames=("output_reduction",))
-def _interaction_kernel(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
+def _reduce_outputs(per_key: Array, output_reduction: str) -> Array:
+    """``[U, K] -> [U]``: ``|sum_k|`` ("sum") or ``sum_k |.|`` ("abs")."""
+    if output_reduction == "sum":
+        return jnp.abs(jnp.sum(per_key, axis=-1))
+    return jnp.sum(jnp.abs(per_key), axis=-1)
+
+
+def _device_key_scores(ens: TreeEnsemble, *, output_reduction: str) -> tuple[Array, Array]:
+    """The (tree, feature pair) scores of :func:`_key_scores` from the trees' structure on the
+    device, for a structure that is traced (``jax.jit`` or ``jax.vmap`` over whole ensembles).
+
+    Every (internal node, ancestor) is a term, keyed on its pair ``lo * E + hi`` of features
+    (``E * E`` for a padded entry or two equal features); each tree's terms are sorted by key
+    and summed per run of equal keys.
+
+    Returns:
+        ``(score f32[T * n], pair i32[T * n])``, ``n = M (D - 1)`` terms per tree: each run's
+        score (0 past the runs) and its pair (``E * E`` where nothing is scored).
+    """
+    node_parent, node_side, _, _ = parents(ens)  # [T, M]
+    features, e = ens.node_features, ens.n_evaluated
+    difference = child_sum_difference(ens)  # [T, M, K]
+    ancestor, side, keys, terms = node_parent, node_side, [], []
+    for _ in range(max(ens.depth - 1, 0)):  # internal nodes have at most D - 1 ancestors
+        real = ancestor >= 0
+        up = jnp.maximum(ancestor, 0)
+        above = jnp.take_along_axis(features, up, axis=1)
+        scored = real & (above != features)
+        keys.append(jnp.where(scored, jnp.minimum(above, features) * e + jnp.maximum(above, features), e * e))
+        terms.append(jnp.where(scored[..., None], (2.0 * side - 1.0)[..., None] * difference, 0.0))
+        side = jnp.where(real, jnp.take_along_axis(node_side, up, axis=1), 0)
+        ancestor = jnp.where(real, jnp.take_along_axis(node_parent, up, axis=1), -1)
+    t, k = ens.n_trees, ens.n_outputs
+    if not keys:  # stumps: no pairs
+        return jnp.zeros(t, difference.dtype), jnp.full(t, e * e, jnp.int32)
+    key, term = jnp.concatenate(keys, axis=1), jnp.concatenate(terms, axis=1)  # [T, n], [T, n, K]
+    order = jnp.argsort(key, axis=1)
+    key = jnp.take_along_axis(key, order, axis=1)
+    term = jnp.take_along_axis(term, order[..., None], axis=1)
+    first = jnp.concatenate([jnp.ones((t, 1), bool), key[:, 1:] != key[:, :-1]], axis=1)
+    run = jnp.cumsum(first.reshape(-1)) - 1  # [T * n] each term's run of equal keys in its tree
+    size = key.size
+    per_key = jax.ops.segment_sum(term.reshape(-1, k), run, size)  # [T * n, K]
+    pair = jnp.full(size, e * e, jnp.int32).at[run].set(key.reshape(-1).astype(jnp.int32))
+    return _reduce_outputs(per_key, output_reduction), pair
+
+
+def _pair_matrix(ens: TreeEnsemble, score: Array, pair: Array) -> Array:
+    """``f32[F, F]`` the Interaction matrix from key scores and their pairs ``f * E + g``
+    (``E * E``: nothing), normalised so that the upper triangle sums to 100."""
     e = ens.n_evaluated
-    score = _key_scores(ens, terms, output_reduction=output_reduction)
-    pairs = jax.ops.segment_sum(score, terms.pair, e * e).reshape(e, e)  # upper triangle
+    pairs = jax.ops.segment_sum(jnp.where(pair < e * e, score, 0.0), jnp.minimum(pair, e * e - 1), e * e)
+    pairs = pairs.reshape(e, e)  # upper triangle
     matrix = to_features(ens, to_features(ens, pairs + pairs.T, axis=0), axis=1)
     return 100.0 * _safe_div(matrix, jnp.sum(pairs))
+
+
+@functools.partial(jax.jit, static_argnames=("output_reduction",))
+def _interaction_kernel(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
+    return _pair_matrix(ens, _key_scores(ens, terms, output_reduction=output_reduction), terms.pair)
 
 
 def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
@@ -154,9 +206,15 @@ def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
     Returns:
         ``f32[F, F]`` symmetric, non-negative, zero diagonal, the upper triangle summing to 100
         (all zeros when no tree has two nested splits on different features). Differentiable in
-        ``ens.leaf_values``; the tree structure is read on the host (not under ``jax.jit``).
+        ``ens.leaf_values``. A concrete structure's terms are listed once on the host; a traced
+        one (``jax.jit`` or ``jax.vmap`` over whole ensembles) is read on the device
+        (:func:`_device_key_scores`), with the same result up to the order of float sums.
     """
-    terms = PairTerms(*(jnp.asarray(a) for a in pair_terms(ens)))
+    if is_traced((ens.roots, ens.node_features, ens.node_children)):
+        score, pair = _device_key_scores(ens, output_reduction=output_reduction)
+        return _pair_matrix(ens, score, pair)
+    with jax.ensure_compile_time_eval():  # a concrete model read inside a caller's jax.jit
+        terms = PairTerms(*(jnp.asarray(a) for a in pair_terms(ens)))
     return _interaction_kernel(ens, terms, output_reduction=output_reduction)
 
 

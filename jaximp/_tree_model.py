@@ -201,6 +201,9 @@ class TreeEnsemble:
             ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
             ``jax.Array`` on the rows' device for rows given as one.
 
+        Differentiable in: ``leaf_values``, ``scale``, ``bias``; piecewise constant in ``X`` and
+        the borders (see ``jaximp.soft_predict``).
+
         Example:
             >>> from sklearn.tree import DecisionTreeRegressor
             >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
@@ -333,11 +336,10 @@ def from_oblivious(ens: Any) -> TreeEnsemble:
     if ens.n_searched not in (None, 0):
         raise ValueError("from_oblivious: the model's rows must hold every evaluated feature raw or binned")
     featurized = ens.featurizer is not None
-    mask = np.asarray(ens.split_mask)
-    borders = np.asarray(ens.split_bins if featurized else ens.split_borders, np.float32)
-    borders = np.where(mask, borders, np.inf)
-    features = np.asarray(ens.split_features, np.int32)
-    nan_right = np.asarray([mode == "Max" for mode in ens.nan_modes])[features] & mask & (not featurized)
+    mask = ens.split_mask  # device arrays throughout: the conversion runs under jax.jit and vmap too
+    borders = jnp.where(mask, ens.split_bins.astype(jnp.float32) if featurized else ens.split_borders, jnp.inf)
+    features = ens.split_features.astype(jnp.int32)
+    nan_right = jnp.asarray([mode == "Max" for mode in ens.nan_modes])[features] & mask & (not featurized)
     # internal node i of level k (root: k = 0) is node 2**k - 1 + i and splits as the oblivious
     # tree's depth D - 1 - k (CatBoost's root is its last depth); a leaf's depth-first number,
     # its decisions from the root down as bits from the most significant, is then CatBoost's
@@ -350,9 +352,9 @@ def from_oblivious(ens: Any) -> TreeEnsemble:
     depth = d - 1 - level
     return TreeEnsemble(
         roots=jnp.zeros(t, jnp.int32),
-        node_features=jnp.asarray(features[:, depth]),
-        node_borders=jnp.asarray(borders[:, depth]),
-        node_nan_right=jnp.asarray(nan_right[:, depth]),
+        node_features=features[:, depth],
+        node_borders=borders[:, depth],
+        node_nan_right=nan_right[:, depth],
         node_children=jnp.asarray(np.broadcast_to(np.stack([left, right], -1), (t, 2**d - 1, 2)).astype(np.int32)),
         leaf_values=ens.leaf_values,
         leaf_weights=ens.leaf_weights,

@@ -284,7 +284,9 @@ def _shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: 
     def block_fn(xb):
         xt = xb.T  # [E, b]
         shape = (e, e) if pairs else (e,)
-        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), jnp.float32)
+        floats = [a for part in plan.parts for a in (part.values, part.paths.z)]
+        dtype = jnp.result_type(*floats) if floats else jnp.float32  # float64 models (jax_enable_x64) stay so
+        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), dtype)
         acc, _ = jax.lax.scan(lambda acc, chunk: (acc + _chunk_phi(ens, kind, chunk, plan.background, xt, e), None),
                               acc, plan._replace(background=None))
         out = jnp.moveaxis(acc, -1, 0)  # [b, P(, P), K]
@@ -390,7 +392,8 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     """
     negligible = jnp.abs(weights) <= 1e-13 * jnp.minimum(jnp.abs(1.0 + weights), 1.0)
     values = jnp.where(negligible[..., None], 0.0, ens.leaf_values).astype(ens.leaf_values.dtype)
-    return dataclasses.replace(ens, leaf_weights=jnp.asarray(weights, jnp.float32), leaf_values=values)
+    weights = jnp.asarray(weights, jnp.result_type(float, weights))  # float64 weights stay float64
+    return dataclasses.replace(ens, leaf_weights=weights, leaf_values=values)
 
 
 
@@ -399,11 +402,9 @@ def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
     b = len(background)
     size = min(_BACKGROUND_BLOCK, b)
     n_blocks = -(-b // size)
-    rows = np.zeros((n_blocks * size, background.shape[1]), np.float32)
-    rows[:b] = background
-    weights = np.zeros(n_blocks * size, np.float32)
-    weights[:b] = 1.0 / b
-    return jnp.asarray(rows.reshape(n_blocks, size, -1)), jnp.asarray(weights.reshape(n_blocks, size))
+    rows = jnp.pad(jnp.asarray(background, jnp.float32), ((0, n_blocks * size - b), (0, 0)))  # traced rows too
+    weights = jnp.pad(jnp.full(b, 1.0 / b, jnp.float32), (0, n_blocks * size - b))
+    return rows.reshape(n_blocks, size, -1), weights.reshape(n_blocks, size)
 
 
 def _kernel_plan(ens: TreeEnsemble, name: str, weights: Array, platform: str,
@@ -434,7 +435,8 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
     if method == "path_dependent":
         weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
         return _kernel_plan(ens, "path", weights, platform)
-    background = np.asarray(background, np.float32)
+    if not isinstance(background, jax.Array):  # rows traced under jax.jit stay in JAX
+        background = np.asarray(background, np.float32)
     plan, kind, rows = _kernel_plan(ens, "interventional", ens.leaf_weights, platform, len(background))
     if any(not tables for *_, tables in kind.layout):
         plan = plan._replace(background=_background_blocks(background))
@@ -468,7 +470,7 @@ def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
         got = jnp.take_along_axis(change, leaves[:, :, None, None], axis=1)  # [T, b, D, K]
         feat = jnp.take_along_axis(features, leaves[:, :, None], axis=1)  # [T, b, D]
         rows = jnp.broadcast_to(jnp.arange(xb.shape[0])[None, :, None], feat.shape)
-        out = jnp.zeros((xb.shape[0], ens.n_players, ens.n_outputs), jnp.float32)
+        out = jnp.zeros((xb.shape[0], ens.n_players, ens.n_outputs), change.dtype)
         out = out.at[rows.reshape(-1), feat.reshape(-1)].add(got.reshape(-1, ens.n_outputs))
         return to_features(ens, out, axis=1)
 
@@ -513,8 +515,11 @@ def tree_expected_value(ens: TreeEnsemble, *, method: str = "path_dependent", ba
     if method == "interventional":
         from jaximp._tree_leaves import tree_predict
 
-        mean = np.asarray(tree_predict(ens, np.asarray(background, np.float32), batch_size=batch_size,
-                                       devices=devices), np.float64).mean(0)
+        rows = background if isinstance(background, jax.Array) else np.asarray(background, np.float32)
+        predicted = tree_predict(ens, rows, batch_size=batch_size, devices=devices)
+        if isinstance(predicted, jax.core.Tracer):  # under jax.grad, jit or vmap: stays in JAX
+            return jnp.mean(predicted, axis=0)
+        mean = np.asarray(predicted, np.float64).mean(0)
         return squeeze_outputs(jnp.asarray(np.atleast_1d(mean), jnp.float32), ens.n_outputs)
     weights = _training_weights(ens, "expected_value", x, batch_size=batch_size, devices=devices)
     total = jnp.sum(weights, axis=1, keepdims=True)

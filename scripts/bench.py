@@ -6,6 +6,7 @@ Usage::
     python scripts/bench.py --quick    # small model and sizes, for a smoke test
     python scripts/bench.py --only core shap
     python scripts/bench.py --only libraries   # XGBoost, LightGBM, scikit-learn (opt-in, printed only)
+    python scripts/bench.py --only differentiable   # vmap over perturbed models, gradients (opt-in)
 
 The reference model is ``CatBoostRegressor(iterations=1000, depth=6, learning_rate=0.1)`` trained
 on 100k rows of ``make_regression(n_features=50, n_informative=20, noise=5)`` (ANCHORS.md); it
@@ -443,9 +444,80 @@ def library_workloads(_model, _ens, quick: bool) -> list[Workload]:
     return rows
 
 
+def perturbed_copies(ens, n_copies: int, noise: float = 0.01, seed: int = 0):
+    """``n_copies`` copies of ``ens`` with Gaussian noise on the leaf values (``noise`` times
+    their standard deviation), stacked along a leading axis (one pytree)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    scale = noise * jnp.std(ens.leaf_values)
+
+    def one(key):
+        noise_values = scale * jax.random.normal(key, ens.leaf_values.shape)
+        return dataclasses.replace(ens, leaf_values=ens.leaf_values + noise_values)
+
+    return jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(seed), n_copies))
+
+
+def compiled_memory(fn, *args) -> str:
+    """The memory XLA plans for ``jax.jit(fn)(*args)``: arguments, outputs and temporaries (and the
+    device's peak where it reports one, GPUs)."""
+    import jax
+
+    analysis = jax.jit(fn).lower(*args).compile().memory_analysis()
+    parts = []
+    if analysis is not None:
+        parts.append(f"compiled: args {analysis.argument_size_in_bytes / 2**20:,.0f} MiB, "
+                     f"temp {analysis.temp_size_in_bytes / 2**20:,.0f} MiB, "
+                     f"out {analysis.output_size_in_bytes / 2**20:,.1f} MiB")
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        parts.append(f"device peak {stats['peak_bytes_in_use'] / 2**20:,.0f} MiB")
+    return "; ".join(parts)
+
+
+def differentiable_workloads(_model, ens, quick: bool, *, copies: int | None = None,
+                             rows: int | None = None) -> list[Workload]:
+    """Issue 14: importances of many perturbed models in one vmap, against a Python loop over
+    them; the gradient of mean |SHAP| with respect to the leaf values over many rows, against the
+    forward pass alone (time), with the memory XLA plans for it. ``copies`` and ``rows`` shrink
+    the workloads (smoke tests)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    import jaximp
+
+    copies = copies or (10 if quick else 100)
+    X_vmap = jnp.asarray(explained_rows(rows or (200 if quick else 1_000), seed=11)[0])
+    X_grad = jnp.asarray(explained_rows(rows or (10_000 if quick else 100_000), seed=12)[0])
+    batch = perturbed_copies(ens, copies)
+    singles = [jax.tree_util.tree_map(lambda a, i=i: a[i], batch) for i in range(copies)]
+    vmapped = jax.jit(jax.vmap(lambda e, x: jaximp.shap_importance(e, x), in_axes=(0, None)))
+
+    def reliance(values, x):
+        return jnp.sum(jaximp.shap_importance(dataclasses.replace(ens, leaf_values=values), x))
+
+    grad = jax.jit(jax.grad(reliance))
+    memory = compiled_memory(jax.grad(reliance), ens.leaf_values, X_grad)
+    jaximp.shap_importance(singles[0], X_vmap), jaximp.shap_importance(ens, X_grad)  # the references warm
+    return [
+        Workload(f"SHAP importance of {copies} perturbed models (vmap)", len(X_vmap),
+                 f"Python loop over {copies} models", lambda: np.stack([jaximp.shap_importance(e, X_vmap)
+                                                                        for e in singles]),
+                 lambda: vmapped(batch, X_vmap), max_abs_diff, 1),
+        Workload("grad of mean |SHAP| w.r.t. leaf values", len(X_grad), "the forward pass (mean |SHAP|)",
+                 lambda: jaximp.shap_importance(ens, X_grad), lambda: grad(ens.leaf_values, X_grad),
+                 lambda ref, ours: memory, 1),
+    ]
+
+
 WORKLOADS = {"core": core_workloads, "model": model_workloads, "shap": shap_workloads,
              "data": data_workloads, "categorical": categorical_workloads, "depthwise": depthwise_workloads,
-             "libraries": library_workloads}
+             "libraries": library_workloads, "differentiable": differentiable_workloads}
 
 
 def background_scaling(model, ens, quick: bool) -> list[dict]:
@@ -603,7 +675,8 @@ def device_name() -> str:
     return f"{device.platform.upper()} {device.device_kind}"
 
 
-OPT_IN = ("libraries",)  # not in the default run yet: their deep-tree kernels take tens of minutes
+OPT_IN = ("libraries",  # not in the default run yet: their deep-tree kernels take tens of minutes
+          "differentiable")  # gradients and vmap over models: run with --only differentiable
 
 
 def run(args) -> list[dict]:
