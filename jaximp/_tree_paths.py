@@ -187,8 +187,9 @@ def path_lengths(ens: TreeEnsemble) -> np.ndarray | None:
     is traced (under ``jax.jit`` / ``jax.grad`` of the model: then one bucket of depth D)."""
     if isinstance(ens.node_children, jax.core.Tracer) or isinstance(ens.roots, jax.core.Tracer):
         return None
-    _, _, mask = leaf_paths(ens)
-    return np.asarray(jnp.sum(mask, axis=-1), np.int32)
+    with jax.ensure_compile_time_eval():  # a concrete model inside an outer jax.jit
+        _, _, mask = leaf_paths(ens)
+        return np.asarray(jnp.sum(mask, axis=-1), np.int32)
 
 
 def length_order(lengths: np.ndarray | None, n_leaves: int, n_trees: int) -> np.ndarray:

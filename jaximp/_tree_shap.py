@@ -309,7 +309,7 @@ def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Arr
     scatter after the loop (a scatter inside XLA's loop runs ten times slower on CPU), so steps
     are kept to :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
     ens, plan = params
-    x, weight = rows
+    x, weight = jnp.asarray(rows[0]), jnp.asarray(rows[1])
     u = jax.lax.map(lambda chunk: _row_patterns(chunk, _decisions(chunk, x.T), ens.depth),
                     plan._replace(background=None))  # [n_chunks, c, L, n]
     n_chunks, c = u.shape[:2]
