@@ -93,6 +93,16 @@ def _new_axes(width: float, height: float):
     return ax
 
 
+def _title_and_note(ax: Any, title: str | None, notes: list[str]) -> None:
+    """The Axes title, and the ``notes`` (what was left out) in small grey type just above the
+    Axes' top right corner; a title then goes one line higher, so that the two never overlap."""
+    if notes:
+        ax.text(1.0, 1.0, ", ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
+                color="0.4")
+    if title is not None:
+        ax.set_title(title, pad=18.0 if notes else 6.0)  # points: a line of small type above the default pad
+
+
 def _check_top(top: Any, fn_name: str) -> None:
     if top is not None and (isinstance(top, bool) or not isinstance(top, int | np.integer) or top < 1):
         raise ValueError(f"{fn_name}: top must be a positive int or None (every feature); got {top!r}")
@@ -178,11 +188,7 @@ def importance(values: Any, feature_names: Sequence[str] | None, *, ax: Any = No
     ax.set_axisbelow(True)
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_xlabel(xlabel if xlabel is not None else _default_xlabel(series, normalize))
-    if title is not None:
-        ax.set_title(title)
-    if n < n_features:
-        ax.text(1.0, 1.0, f"top {n} of {n_features} features", transform=ax.transAxes, ha="right", va="bottom",
-                fontsize="small", color="0.4")
+    _title_and_note(ax, title, [f"top {n} of {n_features} features"] if n < n_features else [])
     return ax
 
 
@@ -306,11 +312,7 @@ def interaction_heatmap(matrix: Any, feature_names: Sequence[str] | None, *, ax:
     ax.spines[:].set_visible(False)
     if n <= 12:
         _annotate(ax, image, shown)
-    if title is not None:
-        ax.set_title(title)
-    if n < n_features:
-        ax.text(1.0, 1.0, f"top {n} of {n_features} features", transform=ax.transAxes, ha="right", va="bottom",
-                fontsize="small", color="0.4")
+    _title_and_note(ax, title, [f"top {n} of {n_features} features"] if n < n_features else [])
     return ax
 
 
@@ -405,13 +407,8 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)
     ax.set_xlabel("SHAP value (impact on the model's raw output)")
-    if title is not None:
-        ax.set_title(title)
-    notes = ([f"top {n} of {n_features} features"] if n < n_features else []) + (
-        [f"a sample of {len(phi)} of {n_rows} rows"] if len(phi) < n_rows else [])
-    if notes:
-        ax.text(1.0, 1.0, ", ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
-                color="0.4")
+    _title_and_note(ax, title, ([f"top {n} of {n_features} features"] if n < n_features else []) + (
+        [f"a sample of {len(phi)} of {n_rows} rows"] if len(phi) < n_rows else []))
     return ax
 
 
