@@ -859,7 +859,7 @@ def write_libraries_section(path: Path, results: list[dict], args) -> None:
         "Written by `python scripts/bench.py --only libraries` (opt-in: the references take tens of",
         f"minutes), on {device_name()}. Models trained on 100k rows x 50 of the reference",
         "distribution: XGBRegressor(500 trees, max_depth=8), LGBMRegressor(500 trees, num_leaves=127;",
-        "trees up to 25 deep), RandomForestRegressor(300 trees, max_depth=8; on 20k rows); the",
+        "trees up to 31 deep, most leaves 6-13), RandomForestRegressor(300 trees, max_depth=8; on 20k rows); the",
         f"libraries' own SHAP uses all {threads} cores. The LightGBM interventional rows use the model's",
         "first 100 trees (shap and WOODELF take tens of minutes on all 500). jaximp timed warm.",
         "",
@@ -869,7 +869,16 @@ def write_libraries_section(path: Path, results: list[dict], args) -> None:
     for r in results:
         lines.append(f"| {r['name']} | {r['rows']:,} | {r['reference']} | {r['t_ref']:.3f} | {r['t_ours']:.3f} | "
                      f"{r['speedup']:.1f}x | {r['rows'] / r['t_ours']:,.0f} | {r['note']} |")
-    lines += ["", LIBRARIES_END, ""]
+    lines += [
+        "",
+        "- check: shap 0.51's interventional values differ from both jaximp's and WOODELF's on these",
+        "  XGBoost 3 and LightGBM 4 models (by ~11 on values of magnitude ~300); jaximp and WOODELF agree",
+        "  (LightGBM: 1.4e-4; XGBoost: 8e-4 on the first 50 rows, with jaximp's rows adding up to the",
+        "  prediction minus the background mean within 1.5e-3, and WOODELF off by up to 1.8 on a few rows).",
+        "- LightGBM's deep trees: leaves are grouped by path length into buckets sized by the deepest",
+        "  leaf of any tree at each rank, so trees of very different shapes pad one another; interventional",
+        "  values of the deepest buckets pair every row with every background row.",
+        "", LIBRARIES_END, ""]
     old = path.read_text() if path.exists() else ""
     if LIBRARIES_START in old:
         old = old[: old.index(LIBRARIES_START)] + old[old.index(LIBRARIES_END) + len(LIBRARIES_END):].lstrip("\n")
