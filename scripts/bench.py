@@ -835,25 +835,33 @@ def main() -> None:
     if not args.only and not args.quick:
         text = markdown(results, scaling, args, scale)
         old = Path(args.out).read_text() if Path(args.out).exists() else ""
-        if LIBRARIES_START in old:  # the opt-in section of the last `--only libraries` run is kept
-            text += old[old.index(LIBRARIES_START):]
+        for group in OPT_IN:  # the opt-in groups' sections of their last `--only` runs are kept
+            start, end = f"<!-- {group} -->", f"<!-- /{group} -->"
+            if start in old:
+                text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
         Path(args.out).write_text(text)
         update_readme(results)
         print(f"wrote {args.out}")
-    if args.only and "libraries" in args.only and not args.quick:
-        write_libraries_section(Path(args.out), [r for r in results if r["group"] == "libraries"], args)
-        print(f"wrote the libraries section of {args.out}")
+    for group in OPT_IN:
+        if args.only and group in args.only and not args.quick:
+            write_section(Path(args.out), group, [r for r in results if r["group"] == group])
+            print(f"wrote the {group} section of {args.out}")
 
 
-LIBRARIES_START, LIBRARIES_END = "<!-- libraries -->", "<!-- /libraries -->"
-
-
-def write_libraries_section(path: Path, results: list[dict], args) -> None:
-    """Replace (or append) the section written by ``--only libraries`` in BENCHMARKS.md."""
+def section_header(group: str) -> list[str]:
+    """The title and description of an opt-in group's section of BENCHMARKS.md."""
+    if group == "differentiable":
+        return [
+            "## Differentiable experimentation",
+            "",
+            "Written by `python scripts/bench.py --only differentiable`, on "
+            f"{device_name()}, with the reference model (1000 trees, depth 6): the mean |SHAP| of 100 copies of the",
+            "model with perturbed leaf values in one `jax.vmap`, against a Python loop over them; the",
+            "gradient of the summed mean |SHAP| with respect to the leaf values over 100k rows, against",
+            "the forward pass alone (check: the memory XLA plans for the gradient's program).",
+        ]
     threads = os.cpu_count()
-    lines = [
-        LIBRARIES_START,
-        "",
+    return [
         "## scikit-learn, XGBoost and LightGBM models",
         "",
         "Written by `python scripts/bench.py --only libraries` (opt-in: the references take tens of",
@@ -862,15 +870,13 @@ def write_libraries_section(path: Path, results: list[dict], args) -> None:
         "trees up to 31 deep, most leaves 6-13), RandomForestRegressor(300 trees, max_depth=8; on 20k rows); the",
         f"libraries' own SHAP uses all {threads} cores. The LightGBM interventional rows use the model's",
         "first 100 trees (shap and WOODELF take tens of minutes on all 500). jaximp timed warm.",
-        "",
-        "| workload | rows | reference | reference s | jaximp s | speed-up | rows/s (jaximp) | check |",
-        "|---|---:|---|---:|---:|---:|---:|---|",
     ]
-    for r in results:
-        lines.append(f"| {r['name']} | {r['rows']:,} | {r['reference']} | {r['t_ref']:.3f} | {r['t_ours']:.3f} | "
-                     f"{r['speedup']:.1f}x | {r['rows'] / r['t_ours']:,.0f} | {r['note']} |")
-    lines += [
-        "",
+
+
+def section_notes(group: str) -> list[str]:
+    if group != "libraries":
+        return []
+    return [
         "- check: shap 0.51's interventional values differ from both jaximp's and WOODELF's on these",
         "  XGBoost 3 and LightGBM 4 models (by ~11 on values of magnitude ~300); jaximp and WOODELF agree",
         "  (LightGBM: 1.4e-4; XGBoost: 8e-4 on the first 50 rows, with jaximp's rows adding up to the",
@@ -878,10 +884,24 @@ def write_libraries_section(path: Path, results: list[dict], args) -> None:
         "- LightGBM's deep trees: leaves are grouped by path length into buckets sized by the deepest",
         "  leaf of any tree at each rank, so trees of very different shapes pad one another; interventional",
         "  values of the deepest buckets pair every row with every background row.",
-        "", LIBRARIES_END, ""]
+    ]
+
+
+def write_section(path: Path, group: str, results: list[dict]) -> None:
+    """Replace (or append) the section of an opt-in group, written by ``--only GROUP``."""
+    start, end = f"<!-- {group} -->", f"<!-- /{group} -->"
+    lines = [start, ""] + section_header(group) + [
+        "",
+        "| workload | rows | reference | reference s | jaximp s | speed-up | rows/s (jaximp) | check |",
+        "|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r['name']} | {r['rows']:,} | {r['reference']} | {r['t_ref']:.3f} | {r['t_ours']:.3f} | "
+                     f"{r['speedup']:.1f}x | {r['rows'] / r['t_ours']:,.0f} | {r['note']} |")
+    lines += [""] + section_notes(group) + ["", end, ""]
     old = path.read_text() if path.exists() else ""
-    if LIBRARIES_START in old:
-        old = old[: old.index(LIBRARIES_START)] + old[old.index(LIBRARIES_END) + len(LIBRARIES_END):].lstrip("\n")
+    if start in old:
+        old = old[: old.index(start)] + old[old.index(end) + len(end):].lstrip("\n")
     path.write_text(old.rstrip("\n") + "\n\n" + "\n".join(lines))
 
 
