@@ -77,7 +77,8 @@ def test_bad_input(model):
         jaximp.dask.predict(ens, da.from_array(X[:, 0]))
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]]),
+@pytest.mark.parametrize("kw", [dict(), pytest.param(dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]]),
+                                                     marks=pytest.mark.slow),
                                 dict(scoring="accuracy", sample_weight=True)])
 def test_permutation_importance_equals_memory(client, model, kw):
     ens, X = model

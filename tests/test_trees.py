@@ -344,7 +344,8 @@ def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, int
         assert_close(pairs, np.reshape(tree_shap_interaction_values(ens, x), pairs.shape))
 
 
-@pytest.mark.parametrize("case", [("regression", "Lossguide", 16, 64, "Min"), ("multiclass", "Lossguide", 16, 40, "Max")])
+@pytest.mark.parametrize("case", [("regression", "Lossguide", 16, 64, "Min"),
+                                  pytest.param(("multiclass", "Lossguide", 16, 40, "Max"), marks=pytest.mark.slow)])
 def test_deep_trees_against_catboost(case):
     """Lossguide trees of depth up to 16 (CatBoost's limit): path-dependent SHAP and interaction
     values equal CatBoost's, interventional SHAP equals shap's, LossFunctionChange CatBoost's."""
@@ -371,7 +372,8 @@ def test_deep_trees_against_catboost(case):
         assert_close(jaximp.loss_function_change(ens, x, y), lfc, rtol=1e-4)
 
 
-@pytest.mark.parametrize("kind, categorical", [("regression", False), ("binary", True)])
+@pytest.mark.parametrize("kind, categorical", [("regression", False),
+                                               pytest.param("binary", True, marks=pytest.mark.slow)])
 def test_deep_oblivious_models_against_catboost(kind, categorical):
     """A symmetric model deeper than the oblivious SHAP tables (depth 13; CatBoost allows 16) is
     explained as the equivalent general trees: CatBoost's ShapValues, expected value,
