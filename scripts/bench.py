@@ -854,9 +854,9 @@ def section_header(group: str) -> list[str]:
         return [
             "## Differentiable experimentation",
             "",
-            "Written by `python scripts/bench.py --only differentiable`, on "
-            f"{device_name()}, with the reference model (1000 trees, depth 6): the mean |SHAP| of 100 copies of the",
-            "model with perturbed leaf values in one `jax.vmap`, against a Python loop over them; the",
+            f"Written by `python scripts/bench.py --only differentiable`, on {device_name()}, with the",
+            "reference model (1000 trees, depth 6): the mean |SHAP| of 100 copies of the model with",
+            "perturbed leaf values in one `jax.vmap`, against a Python loop over them; the",
             "gradient of the summed mean |SHAP| with respect to the leaf values over 100k rows, against",
             "the forward pass alone (check: the memory XLA plans for the gradient's program).",
         ]
@@ -896,8 +896,9 @@ def write_section(path: Path, group: str, results: list[dict]) -> None:
         "|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        lines.append(f"| {r['name']} | {r['rows']:,} | {r['reference']} | {r['t_ref']:.3f} | {r['t_ours']:.3f} | "
-                     f"{r['speedup']:.1f}x | {r['rows'] / r['t_ours']:,.0f} | {r['note']} |")
+        cells = [str(r[k]).replace("|", "\\|") for k in ("name", "reference", "note")]  # "mean |SHAP|"
+        lines.append(f"| {cells[0]} | {r['rows']:,} | {cells[1]} | {r['t_ref']:.3f} | {r['t_ours']:.3f} | "
+                     f"{r['speedup']:.1f}x | {r['rows'] / r['t_ours']:,.0f} | {cells[2]} |")
     lines += [""] + section_notes(group) + ["", end, ""]
     old = path.read_text() if path.exists() else ""
     if start in old:
