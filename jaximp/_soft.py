@@ -45,7 +45,8 @@ from jaximp._batching import map_blocks, map_rows
 from jaximp._inputs import as_features
 from jaximp._model import ObliviousEnsemble, squeeze_outputs
 from jaximp._tree_model import TreeEnsemble, from_oblivious, leaf_paths, parents
-from jaximp._tree_shap import tree_paths
+from jaximp._tree_games import quadrature
+from jaximp._tree_paths import tree_paths
 
 _CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
 _ROWS = 64  # rows per inner step
@@ -187,12 +188,6 @@ def _leaf_probabilities(soft: SoftTrees, xt: Array) -> Array:
     return jnp.where(soft.real[..., None], jnp.prod(_edge_probabilities(soft, xt), axis=2), 0.0)
 
 
-def _quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights on ``[0, 1]``, exact for polynomials of degree < ``d``."""
-    t, w = np.polynomial.legendre.leggauss(max(1, -(-d // 2)))
-    return (t + 1) / 2, w / 2
-
-
 def _leave_one_out(f: Array) -> Array:
     """``prod_{k != j} f[:, :, k]`` at every ``j`` of axis 2 (prefix times suffix products)."""
     d = f.shape[2]
@@ -214,7 +209,7 @@ def _shap_block(soft: SoftTrees, xt: Array, n_features: int) -> Array:
     player = soft.player[..., None, None]
     z = soft.z[..., None, None]
     slope = jnp.where(player, o[:, :, :, None] - z, 0.0)  # [c, L, s, 1, b]: o_j - z_j
-    t, w = (jnp.asarray(a, q.dtype) for a in _quadrature(d))
+    t, w = (jnp.asarray(a, q.dtype) for a in quadrature(d))
     f = jnp.where(player, z + slope * t[:, None], 1.0)  # [c, L, s, Q, b]
     phi = slope[:, :, :, 0] * jnp.einsum("clsqb,q->clsb", _leave_one_out(f), w)  # [c, L, s, b]
     out = phi[:, :, :, None, :] * soft.values[:, :, None, :, None]  # [c, L, s, K, b]

@@ -229,10 +229,11 @@ def pair_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
 # Quadrature (deep buckets): the slots a row takes, taken f32[c, L, D, b]
 
 
-def _quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights on ``[0, 1]``, exact for polynomials of degree < ``d``."""
+def quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on ``[0, 1]`` (float64, cast by the caller), exact for
+    polynomials of degree < ``d``."""
     t, w = np.polynomial.legendre.leggauss(max(1, -(-d // 2)))
-    return ((t + 1) / 2).astype(np.float32), (w / 2).astype(np.float32)
+    return (t + 1) / 2, w / 2
 
 
 def quadrature_path_phi(part: Part, taken: Array, n_players: int, pairs: bool) -> Array:
@@ -244,7 +245,7 @@ def quadrature_path_phi(part: Part, taken: Array, n_players: int, pairs: bool) -
     z = paths.z[..., None, None]
     taken = taken[:, :, :, None]  # [c, L, D, 1, b]
     slope = jnp.where(player, taken - z, 0.0)  # o_j - z_j
-    t, w = (jnp.asarray(a) for a in _quadrature(min(d, n_players)))  # degree < players
+    t, w = (jnp.asarray(a, paths.z.dtype) for a in quadrature(min(d, n_players)))  # degree < players
     f = jnp.where(player, z + slope * t[:, None], 1.0)  # [c, L, D, Q, b]
     # prod_{k != j} f_k = prod_k f_k / f_j, where f_j = 0 only if slope_j = 0 (then phi_j = 0)
     inverse = jnp.where(f != 0, 1.0 / jnp.where(f != 0, f, 1.0), 0.0)
