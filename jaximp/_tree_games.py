@@ -1,5 +1,5 @@
 """The Shapley values of the per-leaf path games of :class:`TreeEnsemble` models, for one
-bucket of leaves of one chunk of trees (see ``jaximp._tree_shap`` for the games, and
+chunk of leaves of one bucket (see ``jaximp._tree_shap`` for the games, and
 ``jaximp._tree_paths`` for paths, patterns and buckets).
 
 Two ways for each game: per-leaf tables over the ``2**D`` patterns of a bucket's ``D`` slots,
@@ -35,12 +35,15 @@ from jaximp._tree_paths import Paths
 
 
 class Part(NamedTuple):
-    """One bucket of a chunk of trees (a pytree): ``paths [c, L_b, D_b]``, scaled leaf values
-    ``f32[c, L_b, K]`` and the bucket's table (``f32[c, L_b, 2**D_b, ...]``, or a dummy)."""
+    """One bucket's leaves in groups (a pytree): ``paths [c, L_b, D_b]``, scaled leaf values
+    ``f32[c, L_b, K]``, the bucket's table (``f32[c, L_b, 2**D_b, ...]``, or a dummy) and
+    ``leaves i32[c, L_b]``, where the leaves are among the chunk's (``jaximp._tree_paths.bucket_leaves``).
+    The games take any number ``c`` of groups; a row kernel's chunk of leaves is one."""
 
     paths: Paths
     values: Array
     table: Array
+    leaves: Array
 
 
 def scatter(values: Array, features: Array, n_segments: int) -> Array:
@@ -77,28 +80,26 @@ def _popcounts(d: int) -> np.ndarray:
 
 
 def path_table(paths: Paths) -> Array:
-    """``f32[T, L, 2**D]`` ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``."""
+    """``f32[T, L, 2**D]`` ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``.
+
+    Built slot by slot over the subsets ``U``: ``a[U, s] = sum_{S subset U, |S| = s} prod_{j in
+    U \\ S} z_j`` gains slot ``j`` as ``a[U + j, s] = a[U, s - 1] + z_j a[U, s]``, and
+    ``Phi[U] = sum_s w_m(s) a[U, s]``, a contraction with no gather."""
     t, l, d = paths.z.shape
-    # elementary symmetric polynomials of z over every subset U: e[U, i] = e_i(z_U)
-    e = jnp.ones((t, l, 1, 1), jnp.float32)
-    for s in range(d):
-        e = _extend(e, paths.z[:, :, s, None, None])
-    size = jnp.asarray(_popcounts(d))  # |U|
+    a = jnp.ones((t, l, 1, 1), paths.z.dtype)
+    for j in range(d):
+        a = _extend(a, paths.z[:, :, j, None, None])
     m = jnp.sum(paths.player, axis=-1)  # [T, L]
-    w = jnp.asarray(_weights(d))[m]  # [T, L, D]: w_m(s)
-    # Phi[U] = sum_s w_m(s) e_{|U| - s}(z_U)
-    idx = size[:, None] - jnp.arange(max(d, 1))[None, :]  # [2**D, D]
-    gathered = jnp.take_along_axis(e, jnp.clip(idx, 0, d)[None, None], axis=3)
-    return jnp.sum(jnp.where(idx >= 0, gathered, 0.0) * w[:, :, None, :], axis=-1)
+    w = jnp.asarray(_weights(d))[m]  # [T, L, D]: w_m(s), 0 for s >= m
+    return jnp.einsum("tlxs,tls->tlx", a[..., :max(d, 1)], w)
 
 
-def _extend(e: Array, z: Array) -> Array:
-    """Add one slot to the subset axis: ``[.., 2**s, s + 1] -> [.., 2**(s + 1), s + 2]``;
-    subsets with the new slot multiply the polynomial by ``(1 + z t)``."""
-    pad = [(0, 0)] * (e.ndim - 1)
-    without = jnp.pad(e, pad + [(0, 1)])
-    with_ = without + jnp.pad(e, pad + [(1, 0)]) * z
-    return jnp.concatenate([without, with_], axis=-2)
+def _extend(a: Array, z: Array) -> Array:
+    """Add slot ``j`` to the subset axis: ``[.., 2**j, j + 1] -> [.., 2**(j + 1), j + 2]``;
+    the subsets with it are ``a[U, s - 1] + z_j a[U, s]``."""
+    pad = [(0, 0)] * (a.ndim - 1)
+    without = jnp.pad(a, pad + [(0, 1)])
+    return jnp.concatenate([without, z * without + jnp.pad(a, pad + [(1, 0)])], axis=-2)
 
 
 def count_weights(d: int) -> np.ndarray:
@@ -114,13 +115,15 @@ def count_weights(d: int) -> np.ndarray:
 
 
 def _superset_sums(h: Array, d: int) -> Array:
-    """``[.., 2**D, k]`` summed over supersets: ``out[X] = sum_{q >= X} h[q]`` (D passes)."""
-    lead = h.shape[:-2]
-    h = h.reshape(lead + (2,) * d + h.shape[-1:])
-    for axis in range(len(lead), len(lead) + d):
-        without, with_ = jnp.split(h, 2, axis=axis)
-        h = jnp.concatenate([without + with_, with_], axis=axis)
-    return h.reshape(lead + (1 << d,) + h.shape[-1:])
+    """``[.., 2**D, k]`` summed over supersets: ``out[X] = sum_{q >= X} h[q]`` (one pass per bit,
+    on ``[.., high bits, bit, low bits, k]`` views: XLA compiles these far faster than ``D`` axes
+    of 2)."""
+    lead, k = h.shape[:-2], h.shape[-1]
+    for j in range(d):
+        h = h.reshape(lead + (1 << (d - 1 - j), 2, 1 << j, k))
+        without, with_ = h[..., 0, :, :], h[..., 1, :, :]
+        h = jnp.stack([without + with_, with_], axis=-3)
+    return h.reshape(lead + (1 << d, k))
 
 
 def _interventional_weights(d: int) -> np.ndarray:
@@ -135,18 +138,22 @@ def _interventional_weights(d: int) -> np.ndarray:
 
 
 def interventional_table(dist: Array, d: int) -> Array:
-    """``f32[c, L, 3, 2**D]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
-    background's pattern distribution ``dist f32[c, L, 2**D]`` (module docstring), one tree at a
-    time (the ``[L, 2**D, D + 1]`` superset sums stay in cache)."""
+    """``f32[n, 3, 2**D]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
+    background's pattern distribution ``dist f32[n, 2**D]`` at ``n`` leaves (module docstring),
+    in blocks of leaves whose ``[.., 2**D, D + 1]`` superset sums stay in cache."""
     size = jnp.asarray(_popcounts(d))
     weights = jnp.asarray(_interventional_weights(d))
 
-    def one_tree(dist):
-        ranked = jnp.where(size[:, None] == jnp.arange(d + 1), dist[..., None], 0.0)  # [L, 2**D, D+1]
+    def block(dist):
+        ranked = jnp.where(size[:, None] == jnp.arange(d + 1), dist[..., None], 0.0)  # [l, 2**D, D+1]
         g = jnp.einsum("lxk,xkg->lgx", _superset_sums(ranked, d), weights)
         return jnp.flip(g, axis=-1)  # index u reads X = full - u = ~u
 
-    return jax.lax.map(one_tree, dist)
+    n = dist.shape[0]
+    per_block = max(1, min(n, (1 << 18) // ((d + 1) << d)))
+    n_blocks = -(-n // per_block)
+    dist = jnp.pad(dist, ((0, n_blocks * per_block - n), (0, 0))).reshape(n_blocks, per_block, 1 << d)
+    return jax.lax.map(block, dist).reshape(n_blocks * per_block, 3, 1 << d)[:n]
 
 
 def interaction_path_table(paths: Paths) -> Array:

@@ -10,10 +10,11 @@ the leaves; :class:`Edges`).
 
 Buckets. Trees of LightGBM and of Lossguide growth are deep (D of 20 to 30) while most of their
 leaves are shallow (90% at most 13 deep): padding every leaf to D would cost every leaf what the
-deepest costs. Each tree's leaves are put in order of path length (:func:`by_length`), and a
-:data:`Layout` cuts the ranks into buckets, each with its own depth ``D_b`` (the longest path of
-its ranks over all trees): since paths are root-first, a bucket is a slice of the leaves and of
-their first ``D_b`` slots.
+deepest costs. A :data:`Layout` cuts path lengths into buckets, each with its own depth ``D_b``
+(its longest path), and each bucket holds the leaves of its lengths of all trees, in chunks of
+leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only to its bucket's depth,
+whatever the shapes of the other trees. Since paths are root-first, a bucket reads the first
+``D_b`` slots of its leaves.
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ from jax import Array
 from jaximp._tree_importance import subtree_sums
 from jaximp._tree_model import TreeEnsemble, leaf_paths, parents
 
-# A bucket: leaf ranks ``[lo, hi)`` of every tree, their depth D_b and whether they use tables
-Bucket = tuple[int, int, int, bool]
-Layout = tuple[Bucket, ...]
 
 
 class Paths(NamedTuple):
@@ -172,14 +170,17 @@ def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
 # Buckets of path length
 
 
-def by_length(paths: Paths, edges: Edges | None, order: Array) -> tuple[Paths, Edges | None]:
-    """``paths`` and the leaf entries of ``edges`` with each tree's leaves in ``order i32[T, L]``
-    (:func:`length_order`)."""
-    paths = Paths(*(jnp.take_along_axis(a, order[:, :, None], axis=1) for a in paths))
-    if edges is None:
-        return paths, None
-    leaf = [jnp.take_along_axis(a, order, axis=1) for a in (edges.leaf_parent, edges.leaf_side, edges.leaf_bit)]
-    return paths, edges._replace(leaf_parent=leaf[0], leaf_side=leaf[1], leaf_bit=leaf[2])
+class Bucket(NamedTuple):
+    """The leaves of every tree whose paths are ``shallowest < length <= depth`` long: each takes
+    ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model."""
+
+    shallowest: int
+    depth: int
+    tables: bool
+    count: int
+
+
+Layout = tuple[Bucket, ...]
 
 
 def path_lengths(ens: TreeEnsemble) -> np.ndarray | None:
@@ -192,20 +193,16 @@ def path_lengths(ens: TreeEnsemble) -> np.ndarray | None:
         return np.asarray(jnp.sum(mask, axis=-1), np.int32)
 
 
-def length_order(lengths: np.ndarray | None, n_leaves: int, n_trees: int) -> np.ndarray:
-    """``i32[T, L]`` each tree's leaves from the shortest path to the longest (stable)."""
-    if lengths is None:
-        return np.broadcast_to(np.arange(n_leaves, dtype=np.int32), (n_trees, n_leaves))
-    return np.argsort(lengths, axis=1, kind="stable").astype(np.int32)
-
-
 def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
                 table_floats: Callable[[int], int], table_bytes: int,
-                costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0) -> Layout:
-    """Buckets of leaf ranks minimising a cost model of the row kernels.
+                costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
+                max_buckets: int = 6) -> Layout:
+    """At most ``max_buckets`` buckets of path length minimising a cost model of the row kernels
+    (each bucket is code of its own: more buckets pad less but compile longer).
 
     Args:
-        lengths: ``i32[T, L]`` path lengths (:func:`path_lengths`), or None: one bucket of ``depth``.
+        lengths: ``i32[T, L]`` path lengths (:func:`path_lengths`), or None: one bucket of ``depth``
+            holding every leaf.
         n_trees, n_leaves, depth: T, L and D of the model.
         table_depth: the deepest bucket that may use per-leaf tables.
         table_floats: a table's floats per leaf, as a function of the bucket's depth.
@@ -215,59 +212,105 @@ def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
 
     Returns:
-        :data:`Layout`, buckets in rank order covering ``[0, L)``.
+        :data:`Layout`, buckets from the shortest paths to the longest; leaves without splits
+        (no players, no SHAP values) are in none.
     """
     if lengths is None:
-        return _fit_tables(((0, n_leaves, depth, depth <= table_depth),), n_trees, table_floats, table_bytes)
-    ranks = np.sort(lengths, axis=1).max(axis=0)  # [L]: deepest path at each rank, nondecreasing
-    n = len(ranks)
-    # candidate cuts: where the rank's depth changes (buckets never split a run of equal depths)
-    cuts = [0] + [r for r in range(1, n) if ranks[r] != ranks[r - 1]] + [n]
+        only = Bucket(-1, depth, depth <= table_depth, n_trees * n_leaves)
+        return _fit_tables((only,), table_floats, table_bytes)
+    depths, counts = np.unique(lengths[lengths > 0], return_counts=True)
+    start = np.concatenate([[0], np.cumsum(counts)])
 
-    def cost(lo: int, hi: int) -> tuple[float, bool]:
-        d = max(int(ranks[hi - 1]), 1)
+    def bucket(i: int, j: int) -> tuple[float, Bucket]:  # the leaves of depths[i:j]
+        d, count = int(depths[j - 1]), int(start[j] - start[i])
         table, quad = (costs or path_costs)(d)
-        fits = d <= table_depth and n_trees * (hi - lo) * table_floats(d) * 4 <= table_bytes
-        return (table, True) if fits and table < quad else (quad, False)
+        fits = d <= table_depth and count * table_floats(d) * 4 <= table_bytes
+        tables = fits and table < quad
+        shallowest = int(depths[i - 1]) if i else 0
+        return overhead * n_trees + count * (table if tables else quad), Bucket(shallowest, d, tables, count)
 
-    best = {0: (0.0, ())}
-    for j in range(1, len(cuts)):
-        options = []
-        for i in range(j):
-            unit, tables = cost(cuts[i], cuts[j])
-            total = best[cuts[i]][0] + overhead + (cuts[j] - cuts[i]) * unit
-            options.append((total, best[cuts[i]][1] + ((cuts[i], cuts[j], int(ranks[cuts[j] - 1]), tables),)))
-        best[cuts[j]] = min(options, key=lambda o: o[0])
-    layout = best[n][1]
-    return _fit_tables(layout, n_trees, table_floats, table_bytes)
+    n = len(depths)
+    best = {(0, 0): (0.0, ())}  # cheapest layout of depths[:j] in k buckets
+    for k in range(1, max_buckets + 1):
+        for j in range(k, n + 1):
+            options = [(best[i, k - 1][0] + cost, best[i, k - 1][1] + (b,))
+                       for i in range(k - 1, j) if (i, k - 1) in best for cost, b in [bucket(i, j)]]
+            best[j, k] = min(options, key=lambda o: o[0])
+    layout = min((best[n, k] for k in range(1, max_buckets + 1) if (n, k) in best), key=lambda o: o[0],
+                 default=(0.0, ()))[1]
+    return _fit_tables(layout, table_floats, table_bytes)
 
 
-def path_costs(d: int) -> tuple[float, float]:
+def path_costs(d: int, rows: int = 256) -> tuple[float, float]:
     """``(table, quadrature)`` cost of the path-dependent games per leaf and row of a bucket of
     depth ``d``, in ns measured on CPU: ``2 (d + 2)`` per lookup plus the table's build
-    (``(d + 1) 2**d`` per leaf) spread over 256 rows; quadrature ``20 + 2 d ceil(d / 2)``."""
-    return 2.0 * (d + 2) + (d + 1) * (1 << d) / 256, 20.0 + 2.0 * d * (-(-d // 2))
+    (``(d + 1) 2**d`` per leaf) spread over the ``rows`` explained; quadrature
+    ``20 + 2 d ceil(d / 2)``."""
+    return 2.0 * (d + 2) + (d + 1) * (1 << d) / rows, 20.0 + 2.0 * d * (-(-d // 2))
 
 
-def interventional_costs(d: int, n_background: int) -> tuple[float, float]:
+def interventional_costs(d: int, n_background: int, rows: int = 256) -> tuple[float, float]:
     """``(table, no table)`` cost of the interventional games per leaf and row, as
     :func:`path_costs`: the table's build is ``d (d + 1) 2**d`` per leaf (superset sums) and
     ``n_background`` per leaf for the histogram; without a table, every row meets every
     background row at every slot."""
-    build = (d * (d + 1) * (1 << d) + n_background) / 256
+    build = (d * (d + 1) * (1 << d) + n_background) / rows
     return 2.0 * (d + 3) + build, 20.0 + 1.0 * d * n_background
 
 
-def _fit_tables(layout: Layout, n_trees: int, table_floats: Callable[[int], int], table_bytes: int) -> Layout:
+def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes: int) -> Layout:
     """Turn the deepest table buckets to quadrature until all tables fit ``table_bytes``."""
     layout = list(layout)
-    size = lambda b: n_trees * (b[1] - b[0]) * table_floats(b[2]) * 4  # noqa: E731
-    while sum(size(b) for b in layout if b[3]) > table_bytes:
-        i = max((i for i, b in enumerate(layout) if b[3]), key=lambda i: layout[i][2])
-        layout[i] = layout[i][:3] + (False,)
+    size = lambda b: b.count * table_floats(b.depth) * 4  # noqa: E731
+    while sum(size(b) for b in layout if b.tables) > table_bytes:
+        i = max((i for i, b in enumerate(layout) if b.tables), key=lambda i: layout[i].depth)
+        layout[i] = layout[i]._replace(tables=False)
     return tuple(layout)
 
 
-def bucket(paths: Paths, lo: int, hi: int, depth: int) -> Paths:
-    """The leaves ``[lo, hi)`` of depth-ordered ``paths`` and their first ``depth`` slots."""
-    return Paths(*(a[:, lo:hi, :depth] for a in paths))
+def bucket_leaves(lengths: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
+                  sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Per bucket, ``i32[n_b, sizes[b]]`` its leaves, as indices ``tree * L + leaf`` into the
+    model's leaves (:func:`flat_leaves`), in chunks of ``sizes[b]``; the last chunk ends in copies
+    of ``n_trees * L``, the null leaf. ``n_trees``: the trees of ``lengths`` and more, all leaves
+    of the extra trees unused (their index range pads the patterns of trees in chunks)."""
+    null = n_trees * n_leaves
+    if lengths is None:
+        every = np.arange(null, dtype=np.int32)
+        return tuple(_chunked(every, size, null) for size in sizes)
+    lengths = np.pad(lengths, ((0, n_trees - len(lengths)), (0, 0))).reshape(-1)
+    return tuple(_chunked(np.flatnonzero((lengths > b.shallowest) & (lengths <= b.depth)).astype(np.int32), size,
+                          null) for b, size in zip(layout, sizes))
+
+
+def _chunked(index: np.ndarray, size: int, fill: int) -> np.ndarray:
+    n = max(-(-len(index) // size), 1)
+    return np.pad(index, (0, n * size - len(index)), constant_values=fill).reshape(n, size)
+
+
+def chunk_sizes(counts: tuple[int, ...], widths: tuple[float, ...], budget: float) -> tuple[int, ...]:
+    """Leaves per chunk of each bucket of ``counts`` leaves and ``widths`` floats per leaf: within
+    ``budget`` floats, split evenly (the last chunk pads the least)."""
+    out = []
+    for count, width in zip(counts, widths):
+        most = max(1, int(budget // max(width, 1.0)))
+        n = max(-(-count // most), 1)
+        out.append(max(-(-count // n), 1))
+    return tuple(out)
+
+
+def flat_leaves(paths: Paths, n_nodes: int) -> Paths:
+    """``paths [T, L, D]`` as ``[T L + 1, D]``: every leaf of the model, tree-major, with
+    ``nodes`` indexing the model's ``T M`` nodes (``tree * M + node``), and a null leaf (no
+    edges, no players) last, which pads the buckets' chunks (:func:`bucket_leaves`)."""
+    t, l, d = paths.nodes.shape
+    paths = paths._replace(nodes=paths.nodes + (n_nodes * jnp.arange(t, dtype=jnp.int32))[:, None, None])
+    null = (0, False, 0, False, 0, 1.0, 1.0, False)
+    return Paths(*(jnp.concatenate([a.reshape(t * l, d), jnp.full((1, d), fill, a.dtype)])
+                   for a, fill in zip(paths, null)))
+
+
+def bucket(paths: Paths, leaves: Array, depth: int) -> Paths:
+    """``paths [T L + 1, D]`` (:func:`flat_leaves`) at a bucket's ``leaves i32[n_b, L_b]``, their
+    first ``depth`` slots: ``[n_b, L_b, depth]``."""
+    return Paths(*(a[:, :depth][leaves] for a in paths))

@@ -72,9 +72,10 @@ from jaximp._tree_model import TreeEnsemble, check_tree_ensemble, leaf_paths, to
 from jaximp._tree_paths import (
     Edges,
     Layout,
-    by_length,
     bucket,
-    length_order,
+    bucket_leaves,
+    chunk_sizes,
+    flat_leaves,
     interventional_costs,
     path_costs,
     path_lengths,
@@ -94,7 +95,9 @@ _TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table bu
 _BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets count missed edges
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
 _HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
-_CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates: a CPU cache's share
+_CHUNK_FLOATS = 1 << 21  # per-step budget of [leaves, D, rows] intermediates: a CPU cache's share
+_PATTERN_INTS = 1 << 22  # a step's row patterns at every leaf of the model (16 MiB)
+_MIN_STEP_ROWS = 16
 # Elsewhere steps are bounded by memory, not caches: a larger budget and wider row steps (a bound
 # chosen without a GPU to measure on; GPU timings belong in scripts/BENCHMARKS.md)
 _ACCELERATOR_CHUNK_FLOATS = 1 << 26
@@ -102,14 +105,16 @@ _ACCELERATOR_STEP_ROWS = 4096
 
 
 # --------------------------------------------------------------------------------------------
-# Plans: per-tree arrays cut in chunks of trees, the unit of a row kernel's inner loop
+# Plans: per-tree arrays in chunks of trees (the rows' patterns), per-bucket leaves in chunks of
+# leaves (the games): the units of a row kernel's loops
 
 
 class Plan(NamedTuple):
-    """Everything a row kernel reads, per tree, chunked ``[n_chunks, c, ...]`` (a pytree): the
-    nodes' splits, the :class:`Edges` of the rows' patterns (leaf entries in order of path
-    length) and one :class:`Part` per bucket of the kernel's :data:`Layout`. ``background``:
-    the deep interventional buckets' background blocks ``(f32[nB, Bc, E], f32[nB, Bc])``."""
+    """Everything a row kernel reads (a pytree): per tree, in chunks of trees
+    ``[n_chunks, c, ...]``, the nodes' splits and the :class:`Edges` of the rows' patterns; per
+    bucket of the kernel's :data:`Layout`, a :class:`Part` of its leaves, of all trees, in chunks
+    of leaves ``[n_b, L_b, ...]``. ``background``: the deep interventional buckets' background
+    blocks ``(f32[nB, Bc, E], f32[nB, Bc])``."""
 
     node_features: Array
     node_borders: Array
@@ -129,15 +134,15 @@ class Kind(NamedTuple):
     layout: Layout
 
 
+def _pad_trees(tree: Any, n_trees: int, chunk: int) -> Any:
+    """Per-tree arrays ``[T, ...]`` zero-padded to whole chunks of ``chunk`` trees."""
+    pad = -(-n_trees // chunk) * chunk - n_trees
+    return jax.tree_util.tree_map(lambda a: jnp.concatenate([a, jnp.zeros((pad,) + a.shape[1:], a.dtype)]), tree)
+
+
 def _chunk_trees(tree: Any, n_trees: int, chunk: int) -> Any:
-    n_chunks = -(-n_trees // chunk)
-    pad = n_chunks * chunk - n_trees
-
-    def cut(a):
-        a = jnp.concatenate([a, jnp.zeros((pad,) + a.shape[1:], a.dtype)])
-        return a.reshape((n_chunks, chunk) + a.shape[1:])
-
-    return jax.tree_util.tree_map(cut, tree)
+    """Per-tree arrays ``[T, ...]`` as ``[n_chunks, chunk, ...]``, zero-padded."""
+    return jax.tree_util.tree_map(lambda a: a.reshape((-1, chunk) + a.shape[1:]), _pad_trees(tree, n_trees, chunk))
 
 
 def _table_floats(name: str, n_outputs: int):
@@ -155,29 +160,42 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
     return d * k + (3 if tables else 6) * d
 
 
-def _layout(ens: TreeEnsemble, name: str, n_background: int = 0) -> tuple[Layout, np.ndarray]:
-    """The buckets of ``ens`` for kernel ``name`` and each tree's leaves in order of path length."""
+def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
+            n_rows: int | None = None) -> tuple[Layout, np.ndarray | None]:
+    """The buckets of ``ens`` for kernel ``name`` and the leaves' path lengths (None when traced);
+    tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
     lengths = path_lengths(ens)
     table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
                    "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
-    costs = path_costs if name != "interventional" else lambda d: interventional_costs(d, n_background)
+    rows = max(n_rows or 256, 1)
+    costs = ((lambda d: path_costs(d, rows)) if name != "interventional"
+             else lambda d: interventional_costs(d, n_background, rows))
     layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
                          table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs)
-    layout = tuple(b for b in layout if b[2] > 0)  # leaves without splits: no players
-    return layout, length_order(lengths, ens.n_leaves, ens.n_trees)
+    return layout, lengths
 
 
-def _step(ens: TreeEnsemble, kind: Kind, platform: str = "cpu") -> tuple[int, int]:
-    """(rows per inner step, trees per chunk) of ``kind`` on ``platform``: the step's
-    ``[c, L, D, rows]`` intermediates within a CPU cache's share, elsewhere within memory."""
-    per_tree = sum((hi - lo) * _width(kind.name, tables, d, ens.n_outputs) for lo, hi, d, tables in kind.layout)
-    per_tree = max(per_tree, 1)
-    deep = any(not tables for *_, tables in kind.layout)
-    floor = 8 if deep else 64
-    rows, budget = (256, _CHUNK_FLOATS) if platform == "cpu" else (_ACCELERATOR_STEP_ROWS, _ACCELERATOR_CHUNK_FLOATS)
-    while rows > floor and rows % 2 == 0 and per_tree * rows > budget:
+class Step(NamedTuple):
+    """How a row kernel walks a plan: ``rows`` per step, ``trees`` per chunk of the patterns'
+    loop and, per bucket, ``leaves`` per chunk of its loop."""
+
+    rows: int
+    trees: int
+    leaves: tuple[int, ...]
+
+
+def _step(ens: TreeEnsemble, kind: Kind, platform: str = "cpu") -> Step:
+    """The :class:`Step` of ``kind`` on ``platform``: the rows' patterns at every leaf within
+    :data:`_PATTERN_INTS` (rows halve down to :data:`_MIN_STEP_ROWS`), and each chunk's
+    intermediates within a CPU cache's share, elsewhere within memory."""
+    cpu = platform == "cpu"
+    rows, budget = (256, _CHUNK_FLOATS) if cpu else (_ACCELERATOR_STEP_ROWS, _ACCELERATOR_CHUNK_FLOATS)
+    patterns = _PATTERN_INTS if cpu else _ACCELERATOR_CHUNK_FLOATS
+    while rows > _MIN_STEP_ROWS and ens.n_trees * ens.n_leaves * rows > patterns:
         rows //= 2
-    return rows, int(max(1, min(ens.n_trees, budget // (per_tree * rows))))
+    trees = int(max(1, min(ens.n_trees, budget // (4 * ens.n_nodes * rows))))
+    widths = tuple(_width(kind.name, b.tables, b.depth, ens.n_outputs) for b in kind.layout)
+    return Step(rows, trees, chunk_sizes(tuple(b.count for b in kind.layout), widths, budget / rows))
 
 
 def _platform(devices: Any, x: Any, fn_name: str) -> str:
@@ -192,36 +210,72 @@ def _decisions(plan_chunk: Plan, xt: Array) -> Array:
     return node_decisions(plan_chunk, xt)
 
 
-def _row_patterns(chunk: Plan, decisions: Array, depth: int) -> Array:
-    """``i32[c, L, b]`` the rows' patterns over the slots an int32 holds."""
-    return patterns(chunk.edges, decisions, min(depth, _BIT_DEPTH))
+def _row_patterns(ens: TreeEnsemble, plan: Plan, xt: Array) -> tuple[Array, Array | None]:
+    """``(i32[T L + 1, b], bool[T M, b] | None)``: the patterns of rows ``xt f32[E, b]`` over the
+    slots an int32 holds at every leaf of the (chunk-padded) trees, tree-major, and 0 at the
+    null leaf (``jaximp._tree_paths.flat_leaves``); and, for paths deeper than that, the rows'
+    decisions at every node."""
+    deep = ens.depth > _BIT_DEPTH
+
+    def one(chunk):
+        decisions = _decisions(chunk, xt)
+        return patterns(chunk.edges, decisions, min(ens.depth, _BIT_DEPTH)), decisions if deep else None
+
+    u, decisions = jax.lax.map(one, plan._replace(parts=(), background=None))  # [n_chunks, c, L(M), b]
+    u = u.reshape((-1,) + u.shape[3:])
+    u = jnp.concatenate([u, jnp.zeros_like(u[:1])])
+    return u, None if decisions is None else decisions.reshape((-1,) + decisions.shape[3:])
 
 
-def _bucket_pattern(u: Array, lo: int, hi: int, d: int) -> Array | None:
-    """The patterns of a bucket's leaves over its ``d`` slots; None beyond an int32's bits."""
-    return u[:, lo:hi] & ((1 << d) - 1) if d <= _BIT_DEPTH else None
+def _group(part: Part) -> Part:
+    """One chunk of a bucket ``[L_b, ...]`` as the one group the games take, ``[1, L_b, ...]``."""
+    return jax.tree_util.tree_map(lambda a: a[None], part)
 
 
-@functools.partial(jax.jit, static_argnames=("chunk", "layout", "table"))
-def _plan(ens: TreeEnsemble, weights: Array, order: Array, *, chunk: int, layout: Layout,
+def _bucket_pattern(u: Array, part: Part, d: int) -> Array | None:
+    """``i32[1, L_b, b]`` the patterns of a chunk of a bucket (grouped) over its ``d`` slots,
+    from :func:`_row_patterns`; None beyond an int32's bits."""
+    return (u[part.leaves[0]] & ((1 << d) - 1))[None] if d <= _BIT_DEPTH else None
+
+
+def _taken(part: Part, u: Array, decisions: Array | None, d: int) -> Array:
+    """``f32[1, L_b, d, b]`` :func:`taken_slots` of a chunk of a bucket (grouped), from
+    :func:`_row_patterns`."""
+    return taken_slots(part.paths, _bucket_pattern(u, part, d), None if decisions is None else decisions[None])
+
+
+def _sum_chunks(fn, part: Part) -> Array:
+    """``sum_i fn(chunk i of part)``, the chunks of a bucket in a loop."""
+    first = jax.tree_util.tree_map(lambda a: a[0], part)
+    zero = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(fn, first))
+    return jax.lax.scan(lambda acc, p: (acc + fn(p), None), zero, part)[0]
+
+
+@functools.partial(jax.jit, static_argnames=("trees", "layout", "table"))
+def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], *, trees: int, layout: Layout,
           table: str = "") -> Plan:
-    """The chunked plan of ``ens`` with covers from ``weights f32[T, L]``; ``table``: "path" or
-    "pairs" builds those tables in the buckets that use tables ("": none yet)."""
-    paths, edges = by_length(*_paths_and_edges(ens, weights), order)
-    values = jnp.take_along_axis(ens.scale * ens.leaf_values, order[:, :, None], axis=1)
+    """The plan of ``ens`` with covers from ``weights f32[T, L]``, ``trees`` per chunk of trees
+    and each bucket's ``leaves i32[n_b, L_b]`` (``jaximp._tree_paths.bucket_leaves``); ``table``:
+    "path" or "pairs" builds those tables in the buckets that use tables ("": none yet)."""
+    paths, edges = _paths_and_edges(ens, weights)
+    paths = flat_leaves(_pad_trees(paths, ens.n_trees, trees), ens.n_nodes)  # [T L + 1, D]
+    values = _pad_trees(ens.scale * ens.leaf_values, ens.n_trees, trees)
+    values = jnp.concatenate([values.reshape(-1, values.shape[-1]), jnp.zeros_like(values[0, :1])])  # the null leaf's
     parts = []
-    for lo, hi, d, tables in layout:
-        part = bucket(paths, lo, hi, d)
-        if tables and table == "path":
-            data = path_table(part)
-        elif tables and table == "pairs":
-            data = interaction_path_table(part)[..., None] * values[:, lo:hi, None, None, None, :]
+    for b, index in zip(layout, leaves):
+        index = jnp.asarray(index)
+        part, value = bucket(paths, index, b.depth), values[index]  # [n_b, L_b, D_b], [n_b, L_b, K]
+        if b.tables and table == "path":
+            data = jax.lax.map(lambda p: path_table(_group(p))[0], part)
+        elif b.tables and table == "pairs":
+            data = jax.lax.map(lambda p: interaction_path_table(_group(p))[0], part)
+            data = data[..., None] * value[:, :, None, None, None, :]
         else:
-            data = jnp.zeros((ens.n_trees, 0), jnp.float32)
-        parts.append(Part(part, values[:, lo:hi], data))
+            data = jnp.zeros((index.shape[0], 0), jnp.float32)
+        parts.append(Part(part, value, data, index))
     tree = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_categorical, ens.node_categories,
-                edges, tuple(parts))
-    return _chunk_trees(tree, ens.n_trees, chunk)
+                edges, ())
+    return _chunk_trees(tree, ens.n_trees, trees)._replace(parts=tuple(parts))
 
 
 def _paths_and_edges(ens: TreeEnsemble, weights: Array):
@@ -233,43 +287,51 @@ def _paths_and_edges(ens: TreeEnsemble, weights: Array):
 # The row kernel
 
 
-def _chunk_phi(ens: TreeEnsemble, kind: Kind, chunk: Plan, background: Any, xt: Array, n_players: int) -> Array:
-    """``f32[P(, P), K, b]`` SHAP (interaction) values of one chunk of trees for rows ``xt f32[E, b]``
-    (``background``: the plan's background blocks)."""
-    decisions = _decisions(chunk, xt)
-    u = _row_patterns(chunk, decisions, ens.depth)
+def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: int) -> Array:
+    """``f32[P(, P), K, b]`` SHAP (interaction) values of rows ``xt f32[E, b]``: their patterns
+    at every leaf, then each bucket's games chunk by chunk."""
+    u, decisions = _row_patterns(ens, plan, xt)
     pairs = kind.name == "pairs"
-    out, deep = 0.0, []
-    for (lo, hi, d, tables), part in zip(kind.layout, chunk.parts):
-        ub = _bucket_pattern(u, lo, hi, d)
-        if tables:
-            lookup = {"path": path_lookup_phi, "pairs": pair_lookup_phi,
-                      "interventional": interventional_lookup_phi}[kind.name]
-            out = out + lookup(part, ub, n_players)
-        elif kind.name == "interventional":
-            deep.append((lo, hi, d, part, taken_slots(part.paths, ub, decisions)))
-        else:
-            out = out + quadrature_path_phi(part, taken_slots(part.paths, ub, decisions), n_players, pairs)
+    lookup = {"path": path_lookup_phi, "pairs": pair_lookup_phi, "interventional": interventional_lookup_phi}[kind.name]
+
+    def games(b):
+        def chunk_phi(part):
+            part = _group(part)
+            if b.tables:
+                return lookup(part, _bucket_pattern(u, part, b.depth), n_players)
+            return quadrature_path_phi(part, _taken(part, u, decisions, b.depth), n_players, pairs)
+        return chunk_phi
+
+    out = 0.0
+    for b, part in zip(kind.layout, plan.parts):
+        if b.tables or kind.name != "interventional":
+            out = out + _sum_chunks(games(b), part)
+    deep = [(b, part) for b, part in zip(kind.layout, plan.parts) if not b.tables and kind.name == "interventional"]
     if deep:
-        out = out + _deep_interventional(ens, chunk, background, deep, n_players)
+        out = out + _deep_interventional(ens, plan, u, decisions, deep, n_players)
     return out
 
 
-def _deep_interventional(ens: TreeEnsemble, chunk: Plan, background: tuple[Array, Array], deep: list,
+def _deep_interventional(ens: TreeEnsemble, plan: Plan, u: Array, decisions: Array | None, deep: list,
                          n_players: int) -> Array:
-    """``f32[P, K, b]`` interventional SHAP values of the deep buckets ``(lo, hi, d, part, taken)``
-    over the background blocks, one block at a time."""
+    """``f32[P, K, b]`` interventional SHAP values of the deep buckets ``(bucket, part)`` for rows
+    of patterns ``u`` over the plan's background blocks, one block at a time."""
+    taken = [jax.lax.map(lambda p, d=b.depth: _taken(_group(p), u, decisions, d)[0], part) for b, part in deep]
 
     def step(acc, block):
         rows, weight = block
-        decisions = _decisions(chunk, rows.T)
-        u = _row_patterns(chunk, decisions, ens.depth)
-        return tuple(a + count_game_step(part.paths, taken, taken_slots(part.paths, _bucket_pattern(u, lo, hi, d), decisions), weight)
-                     for a, (lo, hi, d, part, taken) in zip(acc, deep)), None
+        ub, db = _row_patterns(ens, plan, rows.T)
 
-    acc, _ = jax.lax.scan(step, tuple(jnp.zeros_like(item[-1]) for item in deep), background)
+        def one(args, d):
+            part, mine = _group(args[0]), args[1][None]
+            return count_game_step(part.paths, mine, _taken(part, ub, db, d), weight)[0]
+
+        return tuple(a + jax.lax.map(functools.partial(one, d=b.depth), (part, t))
+                     for a, (b, part), t in zip(acc, deep, taken)), None
+
+    acc, _ = jax.lax.scan(step, tuple(jnp.zeros_like(t) for t in taken), plan.background)
     return sum(scatter(phi[:, :, :, None, :] * part.values[:, :, None, :, None], part.paths.feature, n_players)
-               for phi, (*_, part, _) in zip(acc, deep))
+               for phi, (_, part) in zip(acc, deep))
 
 
 def _shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: int,
@@ -282,13 +344,10 @@ def _shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: 
     pairs = kind.name == "pairs"
 
     def block_fn(xb):
-        xt = xb.T  # [E, b]
         shape = (e, e) if pairs else (e,)
         floats = [a for part in plan.parts for a in (part.values, part.paths.z)]
         dtype = jnp.result_type(*floats) if floats else jnp.float32  # float64 models (jax_enable_x64) stay so
-        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), dtype)
-        acc, _ = jax.lax.scan(lambda acc, chunk: (acc + _chunk_phi(ens, kind, chunk, plan.background, xt, e), None),
-                              acc, plan._replace(background=None))
+        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), dtype) + _block_phi(ens, kind, plan, xb.T, e)
         out = jnp.moveaxis(acc, -1, 0)  # [b, P(, P), K]
         if per_player:
             return out
@@ -304,24 +363,22 @@ def _shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: 
 
 def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Array, Array], *,
                               block: int, kind: Kind) -> tuple[Array, ...]:
-    """Per table bucket, ``f32[n_chunks, c, L_b, 2**D_b]`` weight of the rows ``(x, weight)`` per
-    leaf pattern. The patterns of all the step's rows are built chunk by chunk and counted by one
-    scatter after the loop (a scatter inside XLA's loop runs ten times slower on CPU), so steps
-    are kept to :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
+    """Per table bucket, ``f32[n_b, L_b, 2**D_b]`` weight of the rows ``(x, weight)`` per leaf
+    pattern. The patterns of all the step's rows are built and counted by one scatter (a scatter
+    inside XLA's loop runs ten times slower on CPU), so steps are kept to
+    :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
     ens, plan = params
     x, weight = jnp.asarray(rows[0]), jnp.asarray(rows[1])
-    u = jax.lax.map(lambda chunk: _row_patterns(chunk, _decisions(chunk, x.T), ens.depth),
-                    plan._replace(background=None))  # [n_chunks, c, L, n]
-    n_chunks, c = u.shape[:2]
+    u, _ = _row_patterns(ens, plan, x.T)  # [T L + 1, n]
     out = []
-    for lo, hi, d, tables in kind.layout:
-        if tables:
-            ub = _bucket_pattern(u.reshape((n_chunks * c,) + u.shape[2:]), lo, hi, d)  # [n_chunks c, L_b, n]
+    for b, part in zip(kind.layout, plan.parts):
+        if b.tables:
+            ub = u[part.leaves] & ((1 << b.depth) - 1)  # [n_b, L_b, n]
             n_leaves = ub.shape[0] * ub.shape[1]
-            index = (jnp.arange(n_leaves, dtype=jnp.int32).reshape(ub.shape[:2] + (1,)) << d) + ub
+            index = (jnp.arange(n_leaves, dtype=jnp.int32).reshape(ub.shape[:2] + (1,)) << b.depth) + ub
             counts = jax.ops.segment_sum(jnp.broadcast_to(weight, ub.shape).reshape(-1), index.reshape(-1),
-                                         n_leaves << d)
-            out.append(counts.reshape((n_chunks, c, hi - lo, 1 << d)))
+                                         n_leaves << b.depth)
+            out.append(counts.reshape(ub.shape[:2] + (1 << b.depth,)))
     return tuple(out)
 
 
@@ -335,13 +392,12 @@ def _histogram_batch(ens: TreeEnsemble, batch_size: int | None) -> int:
 @functools.partial(jax.jit, static_argnames=("layout",))
 def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout: Layout) -> Plan:
     parts, tables = list(plan.parts), iter(histograms)
-    for i, (lo, hi, d, has_table) in enumerate(layout):
-        if has_table:
-            histogram = next(tables)
+    for i, b in enumerate(layout):
+        if b.tables:
+            histogram = next(tables)  # [n_chunks, L_b, 2**D_b]
             dist = safe_div(histogram, jnp.sum(histogram, axis=-1, keepdims=True), 0.0)
-            n_chunks, c = dist.shape[:2]
-            table = interventional_table(dist.reshape((n_chunks * c,) + dist.shape[2:]), d)
-            parts[i] = parts[i]._replace(table=table.reshape((n_chunks, c) + table.shape[1:]))
+            table = interventional_table(dist.reshape(-1, dist.shape[-1]), b.depth)
+            parts[i] = parts[i]._replace(table=table.reshape(dist.shape[:2] + table.shape[1:]))
     return plan._replace(parts=tuple(parts))
 
 
@@ -397,26 +453,36 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
 
 
 
-def _background_blocks(background: np.ndarray) -> tuple[Array, Array]:
-    """``(f32[nB, Bc, E], f32[nB, Bc])`` background rows in blocks, weights ``1 / B`` (0 on padding)."""
+def _background_blocks(background: np.ndarray, n_leaves: int) -> tuple[Array, Array]:
+    """``(f32[nB, Bc, E], f32[nB, Bc])`` background rows in blocks, weights ``1 / B`` (0 on
+    padding); a block's patterns at the model's ``n_leaves`` leaves within :data:`_PATTERN_INTS`."""
     b = len(background)
-    size = min(_BACKGROUND_BLOCK, b)
+    size = min(_BACKGROUND_BLOCK, b, max(_MIN_STEP_ROWS, _PATTERN_INTS // max(n_leaves, 1)))
     n_blocks = -(-b // size)
     rows = jnp.pad(jnp.asarray(background, jnp.float32), ((0, n_blocks * size - b), (0, 0)))  # traced rows too
     weights = jnp.pad(jnp.full(b, 1.0 / b, jnp.float32), (0, n_blocks * size - b))
     return rows.reshape(n_blocks, size, -1), weights.reshape(n_blocks, size)
 
 
-def _kernel_plan(ens: TreeEnsemble, name: str, weights: Array, platform: str,
-                 n_background: int = 0) -> tuple[Plan, Kind, int]:
+def _kernel_plan(ens: TreeEnsemble, name: str, weights: Array, platform: str, n_background: int = 0,
+                 n_rows: int | None = None) -> tuple[Plan, Kind, int]:
     """The plan of kernel ``name``, its :class:`Kind` and rows per step, with the tables of the
     path-dependent kinds built."""
-    layout, order = _layout(ens, name, n_background)
+    layout, lengths = _layout(ens, name, n_background, n_rows)
     kind = Kind(name, layout)
-    rows, chunk = _step(ens, kind, platform)
+    step = _step(ens, kind, platform)
+    n_trees = -(-ens.n_trees // step.trees) * step.trees
+    leaves = bucket_leaves(lengths, layout, n_trees, ens.n_leaves, step.leaves)
     model = covered(ens, weights) if name != "interventional" else ens
     table = "" if name == "interventional" else name
-    return _plan(model, weights, jnp.asarray(order), chunk=chunk, layout=layout, table=table), kind, rows
+    return _plan(model, weights, leaves, trees=step.trees, layout=layout, table=table), kind, step.rows
+
+
+def _rows_hint(x: Any) -> int | None:
+    """The number of rows ``x`` to explain, rounded down to a power of two in ``[64, 2**16]``
+    (layouts change only at those steps), or None when not known."""
+    n = getattr(x, "shape", (None,))[0]
+    return None if n is None else 1 << int(np.clip(int(n), 64, 1 << 16)).bit_length() - 1
 
 
 def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = None, *,
@@ -426,21 +492,23 @@ def tree_shap_plan(ens: TreeEnsemble, method: str = "path_dependent", background
 
     ``background``: checked rows ``f32[B, E]`` for ``method="interventional"``. ``x``: the
     checked rows to be explained, whose leaf counts are the weights of a model file that carries
-    none (see :func:`_training_weights`).
+    none (see :func:`_training_weights`), and whose number weighs building tables against
+    quadrature (256 rows without ``x``).
     """
     _check(ens, method, background, fn_name)
     if method == "approximate":  # the plan is the leaf weights of the Saabas means
         return _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices), "saabas", 0
     platform = _platform(devices, x, fn_name)
+    n_rows = _rows_hint(x)
     if method == "path_dependent":
         weights = _training_weights(ens, fn_name, x, batch_size=batch_size, devices=devices)
-        return _kernel_plan(ens, "path", weights, platform)
+        return _kernel_plan(ens, "path", weights, platform, n_rows=n_rows)
     if not isinstance(background, jax.Array):  # rows traced under jax.jit stay in JAX
         background = np.asarray(background, np.float32)
-    plan, kind, rows = _kernel_plan(ens, "interventional", ens.leaf_weights, platform, len(background))
-    if any(not tables for *_, tables in kind.layout):
-        plan = plan._replace(background=_background_blocks(background))
-    if any(tables for *_, tables in kind.layout):
+    plan, kind, rows = _kernel_plan(ens, "interventional", ens.leaf_weights, platform, len(background), n_rows)
+    if any(not b.tables for b in kind.layout):
+        plan = plan._replace(background=_background_blocks(background, ens.n_trees * ens.n_leaves))
+    if any(b.tables for b in kind.layout):
         histograms = sum_rows(_pattern_histogram_kernel, (ens, plan),
                               (background, np.ones(len(background), np.float32)),
                               batch_size=_histogram_batch(ens, batch_size), devices=devices, fn_name=fn_name,

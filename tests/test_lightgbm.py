@@ -262,14 +262,21 @@ def test_brute_force(name, interventional):
         assert_close(contributions(booster, x)[0], expected)
 
 
-def test_deep_trees_against_pred_contrib():
-    """255 leaves, no depth limit: trees deeper than 20 (the quadrature kernel; ~15 s on 2 cores)."""
+@functools.lru_cache(maxsize=None)
+def deep_booster():
+    """255 leaves, no depth limit: trees deeper than 20."""
     rng = np.random.default_rng(2)
     X = rng.normal(size=(600, 5)).astype(np.float32)
     y = np.exp(2 * X[:, 0]) + np.sin(4 * X[:, 1]) + X[:, 2] * X[:, 3]
     X[rng.random(X.shape) < 0.03] = np.nan
     booster = lgb.train(params("regression", num_leaves=255, max_depth=-1, min_data_in_leaf=1,
                                min_sum_hessian_in_leaf=0.0), lgb.Dataset(X, y), num_boost_round=3)
+    return booster, X
+
+
+def test_deep_trees_against_pred_contrib():
+    """Trees deeper than 20 (the quadrature kernel; ~15 s on 2 cores)."""
+    booster, X = deep_booster()
     ens = jaximp.from_lightgbm(booster)
     assert ens.depth >= 20 and ens.n_leaves == 255
     x = rows(booster, X, 90)
@@ -278,6 +285,37 @@ def test_deep_trees_against_pred_contrib():
     values, expected = contributions(booster, x)
     assert_close(jaximp.shap_values(ens, x), values[:, :, 0])
     assert_close(jaximp.expected_value(ens), expected[0])
+
+
+def test_bucket_leaves_hold_every_leaf_once():
+    """The buckets of path length, in chunks of leaves, hold each leaf with a split exactly once,
+    whatever the chunk sizes, and their depth covers its path."""
+    from jaximp._tree_paths import bucket_leaves, path_lengths, plan_layout
+
+    ens = jaximp.from_lightgbm(deep_booster()[0])
+    lengths = path_lengths(ens)
+    for max_buckets, sizes in [(1, (7,)), (3, (5, 1, 64)), (6, (3, 4, 5, 6, 7, 8))]:
+        layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=8,
+                             table_floats=lambda d: 1 << d, table_bytes=1 << 20, max_buckets=max_buckets)
+        assert 1 <= len(layout) <= max_buckets
+        chunks = bucket_leaves(lengths, layout, ens.n_trees + 1, ens.n_leaves, sizes[:len(layout)])
+        null = (ens.n_trees + 1) * ens.n_leaves
+        held = np.concatenate([c.reshape(-1) for c in chunks])
+        held = held[held != null]
+        np.testing.assert_array_equal(np.sort(held), np.flatnonzero(lengths.reshape(-1) > 0))
+        for b, c in zip(layout, chunks):
+            inside = lengths.reshape(-1)[c[c != null]]
+            assert inside.min() > b.shallowest and inside.max() <= b.depth
+
+
+def test_deep_trees_in_one_bucket_equal_pred_contrib(monkeypatch):
+    """One bucket of the deepest path for every leaf gives LightGBM's values too."""
+    import jaximp._tree_shap as tree_shap
+
+    booster, X = deep_booster()
+    monkeypatch.setattr(tree_shap, "plan_layout", functools.partial(tree_shap.plan_layout, max_buckets=1))
+    x = rows(booster, X, 30)
+    assert_close(jaximp.shap_values(jaximp.from_lightgbm(booster), x), contributions(booster, x)[0][:, :, 0])
 
 
 # 3. Permutation importance ------------------------------------------------------------------
