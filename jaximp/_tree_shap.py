@@ -96,7 +96,7 @@ _BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
 _HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
 _CHUNK_FLOATS = 1 << 21  # per-step budget of [leaves, D, rows] intermediates: a CPU cache's share
-_PATTERN_INTS = 1 << 22  # a step's row patterns at every leaf of the model (16 MiB)
+_PATTERN_INTS = 1 << 25  # a step's row patterns at every leaf of the model (128 MiB)
 _MIN_STEP_ROWS = 16
 # Elsewhere steps are bounded by memory, not caches: a larger budget and wider row steps (a bound
 # chosen without a GPU to measure on; GPU timings belong in scripts/BENCHMARKS.md)

@@ -881,9 +881,12 @@ def section_notes(group: str) -> list[str]:
         "  XGBoost 3 and LightGBM 4 models (by ~11 on values of magnitude ~300); jaximp and WOODELF agree",
         "  (LightGBM: 1.4e-4; XGBoost: 8e-4 on the first 50 rows, with jaximp's rows adding up to the",
         "  prediction minus the background mean within 1.5e-3, and WOODELF off by up to 1.8 on a few rows).",
-        "- LightGBM's deep trees: leaves are grouped by path length into buckets sized by the deepest",
-        "  leaf of any tree at each rank, so trees of very different shapes pad one another; interventional",
-        "  values of the deepest buckets pair every row with every background row.",
+        "- Deep trees: the leaves of all trees are grouped by path length into at most 6 buckets, each",
+        "  padded only to its own deepest path. Interventional values of the buckets too deep for tables",
+        "  (LightGBM: paths of 15 to 22) pair every row with every background row, O(N B L D): they take",
+        "  most of the LightGBM interventional time.",
+        "- Interventional SHAP builds per-leaf tables from the background once per call (its",
+        "  histogram and superset sums); explaining more rows with one `jaximp.Explainer` reuses them.",
     ]
 
 
