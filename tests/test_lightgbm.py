@@ -262,6 +262,7 @@ def test_brute_force(name, interventional):
         assert_close(contributions(booster, x)[0], expected)
 
 
+@slow  # the quadrature kernel by default: tests/test_trees.py (brute force, a CatBoost model of depth 13)
 def test_deep_trees_against_pred_contrib():
     """255 leaves, no depth limit: trees deeper than 20 (the quadrature kernel; ~15 s on 2 cores)."""
     rng = np.random.default_rng(2)
