@@ -193,7 +193,11 @@ def catboost_shap(model, data, **kw):
     return np.moveaxis(out[:, :, :-1], 1, 2), out[0, :, -1]
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+SHAP_DEFAULT = ("combinations_2", "combinations_4", "multiclass", "multiregression")  # players of one and of
+# several columns, one-hot and CTR splits, every output kind; every model's featurizer: test_leaves_and_predictions
+
+
+@pytest.mark.parametrize("name", [n if n in SHAP_DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in ZOO])
 def test_shap_values(name):
     model, ens, train_frame, train_y = trained(name)
     frame, y = explained(ZOO[name][0])

@@ -167,6 +167,7 @@ def test_explain_multiclass_with_class_labels(files, capfd):
     _check_report(out, ["3 outputs (classes", "loss MultiClass"])
 
 
+@pytest.mark.slow  # the columns it takes by position: test_columns_by_position_leave_the_target_out
 def test_explain_model_without_feature_names_takes_columns_by_position(files, capfd):
     d = files.dir
     X = files.X.to_numpy()

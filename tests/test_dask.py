@@ -3,6 +3,10 @@
 Oracle: the in-memory functions on the same rows (per-row results identical: each chunk runs
 the same compiled block program; global importances agree to float32 rounding of each chunk's
 mean, ``rtol=1e-5``).
+
+Each new program compiles in every worker process: by default, permutation importance runs once,
+on a dask DataFrame (which it turns into a dask.array); arrays, scorers, weights, groups and
+non-symmetric trees run with ``-m slow``.
 """
 
 from __future__ import annotations
@@ -77,8 +81,8 @@ def test_bad_input(model):
         jaximp.dask.predict(ens, da.from_array(X[:, 0]))
 
 
-@pytest.mark.parametrize("kw", [dict(), pytest.param(dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]]),
-                                                     marks=pytest.mark.slow),
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", [dict(), dict(max_samples=0.5, sample_weight=True, feature_groups=[[0, 1], [3]]),
                                 dict(scoring="accuracy", sample_weight=True)])
 def test_permutation_importance_equals_memory(client, model, kw):
     ens, X = model
@@ -117,6 +121,7 @@ def test_permutation_importance_refuses_scores_that_are_not_sums_over_rows(model
             jaximp.dask.permutation_importance(ens, da.from_array(X, chunks=(150, -1)), y, scoring=scoring)
 
 
+@pytest.mark.slow
 def test_permutation_importance_of_non_symmetric_trees(client, tmp_path):
     import catboost
 

@@ -184,7 +184,7 @@ def perturbed(ens, n_copies, seed=0):
     return copies, jax.tree_util.tree_map(lambda *a: jnp.stack(a), *copies)
 
 
-VMAP_FAST = {"oblivious": ("shap_importance",), "trees": ("interaction", "shap_interventional")}
+VMAP_FAST = {"oblivious": ("shap_importance",), "trees": ("interaction",)}
 VMAP_GRID = [pytest.param(n, c, id=f"{n}-{c}", marks=() if c in VMAP_FAST[n] else slow)
              for n in ("oblivious", "trees") for c in CASES if (n, c) != ("trees", "shap_exact")]
 
@@ -389,6 +389,7 @@ def test_soft_shap_equals_brute_force(name):
         np.testing.assert_allclose(additive, soft, rtol=1e-9, atol=1e-12)
 
 
+@slow  # by default: vmap over ensembles (test_vmap_over_ensembles_equals_loop), jit of soft gradients (above)
 def test_soft_vmap_jit():
     ens, _ = model("trees")
     X = jnp.asarray(fresh_rows(ens))

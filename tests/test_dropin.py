@@ -72,6 +72,12 @@ NAMES = [name for name, _ in MODELS]
 _BUILT: dict = {}
 
 
+def names(slow=()):
+    """NAMES as parameters, those in ``slow`` marked slow (each model compiles its own kernels;
+    the layouts those models share with the others are checked by default)."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in NAMES]
+
+
 def model_of(name):
     if name not in _BUILT:
         _BUILT[name] = dict(MODELS)[name]()
@@ -150,8 +156,9 @@ def test_loss_function_change_multiregression_where_catboost_refuses():
     np.testing.assert_array_equal(got, np.asarray(expected, np.float64))
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("calc", ["Regular", "Exact", "Approximate"])
+@pytest.mark.parametrize("name, calc", [  # Exact and Approximate take Regular's layout: two models each by default
+    (name, calc) if calc == "Regular" or name in ("regression", "multiclass") else
+    pytest.param(name, calc, marks=pytest.mark.slow) for calc in ["Regular", "Exact", "Approximate"] for name in NAMES])
 def test_shap_values(name, calc):
     model, data, _ = pools(name)
     got, expected = both(model, data=data, type="ShapValues", shap_calc_type=calc)
@@ -171,7 +178,7 @@ def test_shap_values_prettified(name):
         assert_close(got, expected)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", names(slow=("multiregression", "categorical_multiclass")))
 @pytest.mark.parametrize("output", ["Raw", "Probability", "LossFunction"])
 def test_shap_values_reference_data(name, output):
     model, data, reference = pools(name)
@@ -187,7 +194,10 @@ def test_shap_values_reference_data(name, output):
     assert_close(got, expected, scale=1e-4 if multi_output else 1e-5)
 
 
-@pytest.mark.parametrize("name", NAMES)
+INTERACTIONS_SLOW = ("binary", "multiregression", "categorical_multiclass")
+
+
+@pytest.mark.parametrize("name", names(slow=INTERACTIONS_SLOW))
 def test_shap_interaction_values(name):
     model, data, _ = pools(name)
     got, expected = both(model, data=data, type="ShapInteractionValues")
@@ -199,7 +209,7 @@ def test_shap_interaction_values(name):
     assert np.all(got[..., -1, -1] == 0)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", names(slow=INTERACTIONS_SLOW))
 @pytest.mark.parametrize("pair", [(1, 3), (3, 1), (2, 2)])
 def test_shap_interaction_values_pair(name, pair):
     model, data, _ = pools(name)

@@ -274,6 +274,7 @@ def deep_booster():
     return booster, X
 
 
+@slow  # deep trees against pred_contrib by default: test_deep_trees_in_any_buckets_equal_pred_contrib
 def test_deep_trees_against_pred_contrib():
     """Trees deeper than 20 (the quadrature kernel; ~15 s on 2 cores)."""
     booster, X = deep_booster()
@@ -308,14 +309,19 @@ def test_bucket_leaves_hold_every_leaf_once():
             assert inside.min() > b.shallowest and inside.max() <= b.depth
 
 
-def test_deep_trees_in_one_bucket_equal_pred_contrib(monkeypatch):
-    """One bucket of the deepest path for every leaf gives LightGBM's values too."""
+@pytest.mark.parametrize("max_buckets", [1, 6])
+def test_deep_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
+    """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
+    leaf and in the default layout's buckets of their own depths."""
     import jaximp._tree_shap as tree_shap
 
     booster, X = deep_booster()
-    monkeypatch.setattr(tree_shap, "plan_layout", functools.partial(tree_shap.plan_layout, max_buckets=1))
+    layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)
+    monkeypatch.setattr(tree_shap, "plan_layout", layout)
+    ens = jaximp.from_lightgbm(booster)
+    assert len(tree_shap._layout(ens, "path")[0]) == max_buckets
     x = rows(booster, X, 30)
-    assert_close(jaximp.shap_values(jaximp.from_lightgbm(booster), x), contributions(booster, x)[0][:, :, 0])
+    assert_close(jaximp.shap_values(ens, x), contributions(booster, x)[0][:, :, 0])
 
 
 # 3. Permutation importance ------------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""The notebooks run top to bottom (their cells assert against the reference libraries)."""
+"""The notebooks run top to bottom (their cells assert against the reference libraries).
+
+gpu_analysis and huge_data run with ``-m slow`` (about a minute on 2 cores together): what their
+cells assert is asserted by default elsewhere, against the same oracles (tests/test_shap.py,
+test_importance.py, test_permutation.py and test_xgboost.py for the importances, test_plots.py,
+test_scale.py for rows on a device, batch sizes, devices, the compilation cache and explain_files
+against in-memory SHAP, test_dask.py and test_cli.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +15,11 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+SLOW = {"gpu_analysis.ipynb", "huge_data.ipynb"}
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=pytest.mark.slow if p.name in SLOW else ())
+                                  for p in NOTEBOOKS])
 def test_notebook_runs(path):
     cells = json.loads(path.read_text())["cells"]
     namespace: dict = {"__name__": "__notebook__"}

@@ -31,6 +31,7 @@ from jaximp._metrics import as_targets
 from jaximp._permutation import _row_draws, as_key, permutation_importance
 
 RTOL, ATOL = 1e-5, 1e-5
+slow = pytest.mark.slow
 _EVAL_METRIC = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass",
                 "multiregression": "MultiRMSE"}
 
@@ -59,8 +60,9 @@ def _eval_metric_score(model, kind, y, w):
     return score
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("weighted, max_samples", [(False, 1.0), (True, 0.6)])
+@pytest.mark.parametrize("kind, weighted, max_samples", [  # weights and subsamples: once by default
+    pytest.param(kind, weighted, max_samples, marks=slow if weighted and kind != "multiclass" else ())
+    for weighted, max_samples in [(False, 1.0), (True, 0.6)] for kind in KINDS])
 def test_model_loss_matches_brute_force_with_the_same_draws(kind, weighted, max_samples):
     model, X, y, w = train(kind, weighted=weighted)
     ens = jaximp.from_catboost(model)
@@ -92,7 +94,7 @@ def test_tree_shapes_match_brute_force(model_data):
 
 
 @pytest.mark.parametrize("tabulated", [True, False])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", [0, 1, pytest.param(2, marks=slow), pytest.param(3, marks=slow)])
 def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
     # hand-made trees that split on one feature at several depths, often at the same border
     # twice, with padded depths and two outputs; the oracle predicts each permuted copy of X.
@@ -127,7 +129,12 @@ _NAMED = [
 ]
 
 
-@pytest.mark.parametrize("kind, scoring, metric", _NAMED)
+NAMED_DEFAULT = ("r2", "roc_auc", "accuracy", "balanced_accuracy")  # the others (log loss, MAE): the model's
+# losses above, and every scorer against sklearn in tests/test_metrics.py
+
+
+@pytest.mark.parametrize("kind, scoring, metric", [
+    case if case[1] in NAMED_DEFAULT else pytest.param(*case, marks=slow) for case in _NAMED])
 def test_named_scorers_and_groups_match_brute_force(kind, scoring, metric):
     model, X, y, w = train(kind, weighted=True)
     ens = jaximp.from_catboost(model)
@@ -149,8 +156,9 @@ def _sklearn_model(kind):
     return model.fit(X, y), X, y
 
 
-@pytest.mark.parametrize("kind, scoring", [
-    ("regression", "neg_root_mean_squared_error"), ("binary", "neg_log_loss"), ("multiclass", "accuracy"),
+@pytest.mark.parametrize("kind, scoring", [  # the exact oracle is the brute force above: one model by default
+    pytest.param("regression", "neg_root_mean_squared_error", marks=slow), ("binary", "neg_log_loss"),
+    pytest.param("multiclass", "accuracy", marks=slow),
 ])
 def test_agrees_with_sklearn_within_sampling_error(kind, scoring):
     model, X, y = _sklearn_model(kind)
@@ -335,6 +343,8 @@ def test_loss_function_change_is_batch_independent_and_checks_inputs():
     first = loss_function_change(ens, X, y)
     for batch_size in (37, 256):
         np.testing.assert_array_equal(loss_function_change(ens, X, y, batch_size=batch_size), first)
+    if len(jax.devices()) >= 2:  # rows sharded over two devices
+        np.testing.assert_array_equal(loss_function_change(ens, X, y, batch_size=64, devices=2), first)
     with pytest.raises(TypeError, match="loss_function_change: ens must be a jaximp.ObliviousEnsemble"):
         loss_function_change(model, X, y)
     with pytest.raises(TypeError, match="permutation_importance: ens must be a jaximp.ObliviousEnsemble"):

@@ -47,6 +47,13 @@ def ensemble(request, tmp_path_factory):
     return tree_model(tmp_path_factory)
 
 
+# The module's heaviest checks on the Depthwise model (every tree kernel compiled for rows on a
+# second device) run with -m slow; the same functions of that model run by default in the tests of
+# global importances and files below, and on the oblivious model here.
+OBLIVIOUS_BY_DEFAULT = pytest.mark.parametrize("ensemble", ["oblivious", pytest.param("tree", marks=pytest.mark.slow)],
+                                               indirect=True)
+
+
 def row_functions(ens, X):
     """Every public function of rows, as ``name -> fn(rows)``."""
     background = X[:40]
@@ -69,6 +76,7 @@ def row_functions(ens, X):
 # 1. Where results live ---------------------------------------------------------------------
 
 
+@OBLIVIOUS_BY_DEFAULT
 def test_results_live_where_the_rows_are(ensemble):
     ens, X = ensemble
     x = X[:300]
@@ -220,6 +228,7 @@ def run_python(code: str, env: dict | None = None) -> str:
     return result.stdout
 
 
+@pytest.mark.slow  # two devices in this process, by default: test_core, test_shap, test_permutation and others
 def test_one_two_and_four_devices_give_identical_numbers(tmp_path):
     model, X, y, _ = train("multiclass", depth=4, iterations=10)
     path = tmp_path / "model.cbm"
@@ -371,6 +380,7 @@ def test_calls_of_several_steps_show_progress(monkeypatch, capfd):
         assert capfd.readouterr().err == "", fn.__name__
 
 
+@OBLIVIOUS_BY_DEFAULT
 def test_importances_with_targets_live_where_the_rows_are(ensemble):
     """LossFunctionChange and permutation importance of rows on a device: computed there, only
     per-block sums come back, and the result is a jax.Array on that device equal to the host one."""

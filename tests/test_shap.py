@@ -27,6 +27,7 @@ import jaximp
 from jaximp._shap import Explainer, expected_value, shap_interaction_values, shap_values
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
+slow = pytest.mark.slow  # kinds of output whose numbers the default run already checks on another model
 CALC_TYPE = {"path_dependent": "Regular", "exact": "Exact", "approximate": "Approximate"}
 
 
@@ -161,8 +162,8 @@ def explained_rows(kind, n_features=6):
     return np.concatenate([X, wide])
 
 
-GRID = [("regression", 1), ("regression", 6), ("binary", 3), ("multiclass", 4), ("multiregression", 2),
-        ("binary", 7), ("multiclass", 8)]
+GRID = [("regression", 1), ("regression", 6), ("binary", 3), pytest.param("multiclass", 4, marks=slow),
+        ("multiregression", 2), pytest.param("binary", 7, marks=slow), ("multiclass", 8)]
 
 
 @pytest.mark.parametrize("kind, depth", GRID)
@@ -179,7 +180,8 @@ def test_against_catboost(kind, depth):
         assert_close(got.reshape(values.shape).sum(1) + expected, prediction)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [k if k in ("regression", "multiclass") else pytest.param(k, marks=slow)
+                                  for k in KINDS])
 def test_interventional_against_catboost_reference_data(kind):
     model, X_train, y, _ = train(kind, depth=5, iterations=8)
     ens = jaximp.from_catboost(model)
@@ -215,7 +217,7 @@ def shap_tree_dict(ens):
     return {"trees": trees, "base_offset": np.asarray(ens.bias, np.float64)}
 
 
-@pytest.mark.parametrize("kind", ["regression", "multiclass"])
+@pytest.mark.parametrize("kind", [pytest.param("regression", marks=slow), "multiclass"])
 def test_against_shap(kind):
     model, X_train, _, _ = train(kind, depth=6, iterations=8)
     ens = jaximp.from_catboost(model)
@@ -232,7 +234,8 @@ def test_against_shap(kind):
     assert_close(expected_value(ens), np.reshape(explainer.expected_value, -1).squeeze())
 
 
-@pytest.mark.parametrize("kind", ["regression", "multiregression", "multiclass"])
+@pytest.mark.parametrize("kind", [pytest.param("regression", marks=slow), pytest.param("multiregression", marks=slow),
+                                  "multiclass"])
 def test_summed_models_of_mixed_depth(kind):
     model, X_train, y = summed(kind, depths=(2, 5, 3))
     ens = jaximp.from_catboost(model)
@@ -260,7 +263,8 @@ def test_sample_weights_and_scale():
         assert_close(shap_values(scaled, X[:50], method=method).sum(1) + expected_value(scaled, method=method), scaled.predict(X[:50]))
 
 
-@pytest.mark.parametrize("kind, depth", [("regression", 3), ("binary", 6), ("multiclass", 4), ("multiregression", 2)])
+@pytest.mark.parametrize("kind, depth", [("regression", 3), pytest.param("binary", 6, marks=slow), ("multiclass", 4),
+                                         pytest.param("multiregression", 2, marks=slow)])
 def test_interaction_values_against_catboost(kind, depth):
     model, _, _, _ = train(kind, depth=depth, iterations=6)
     ens = jaximp.from_catboost(model)
@@ -301,7 +305,7 @@ def test_sharding_over_devices():
             np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("nan_mode", ["Min", "Max"])
+@pytest.mark.parametrize("nan_mode", ["Min", pytest.param("Max", marks=slow)])  # both modes' leaves: test_core.py
 def test_nan_rows_and_named_frames(nan_mode):
     import pandas as pd
 

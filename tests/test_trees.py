@@ -8,6 +8,11 @@ on the same trees as a shap tree dictionary); and a brute-force Shapley enumerat
 JSON trees. Tolerances: jaximp works in float32 over <= 12 trees where the oracles use float64,
 so results agree to about 12 * 6e-8 of the output magnitude: ``rtol=1e-5``, ``atol=1e-5 *
 magnitude`` (leaf indices exactly).
+
+The default run explains each GRID model once against CatBoost (path-dependent or approximate,
+each method on three kinds of output and both grow policies) and each other oracle on fewer
+models than ``-m slow`` does (across them, every kind of output, grow policy and kernel); the
+trees of CatBoost's depth limit and the batch-size contract run with ``-m slow`` only.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ GRID = [  # (kind, grow_policy, depth, max_leaves, nan_mode)
     ("multiclass", "Depthwise", 5, None, "Min"),
     ("multiclass", "Lossguide", 6, 16, "Max"),
 ]
+slow = pytest.mark.slow
 
 
 def assert_close(got, expected, rtol=1e-5):
@@ -115,6 +121,7 @@ def test_summed_models(tmp_path):
     assert_close(tree_expected_value(ens), expected[0])
 
 
+@slow  # by default, TreeEnsemble steps and devices: test_scale.py, test_trees_importance.py
 def test_results_do_not_depend_on_batch_size():
     model_json, _, X = trained(*GRID[1])
     ens = tree_ensemble_from_json(model_json)
@@ -165,8 +172,15 @@ def test_prediction_values_change(case):
 # 3. SHAP ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", GRID)
-@pytest.mark.parametrize("method, calc_type", [("path_dependent", "Regular"), ("approximate", "Approximate")])
+DEFAULT_METHOD = {0: "approximate", 1: "path_dependent", 2: "path_dependent", 3: "approximate", 4: "approximate",
+                  5: "path_dependent"}  # GRID index: the method run by default, the other with -m slow
+
+
+@pytest.mark.parametrize("case, method, calc_type", [
+    pytest.param(case, method, calc_type, id=f"{method}-{calc_type}-case{i}",
+                 marks=() if DEFAULT_METHOD[i] == method else slow)
+    for method, calc_type in [("path_dependent", "Regular"), ("approximate", "Approximate")]
+    for i, case in enumerate(GRID)])
 def test_shap_against_catboost(case, method, calc_type):
     model_json, model, X = trained(*case)
     ens = tree_ensemble_from_json(model_json)
@@ -214,7 +228,7 @@ def shap_tree_dict(model_json):
     return {"trees": trees, "base_offset": np.atleast_1d(np.asarray(bias, np.float64))}
 
 
-@pytest.mark.parametrize("case", [GRID[0], GRID[3], GRID[5]])
+@pytest.mark.parametrize("case", [pytest.param(GRID[0], marks=slow), pytest.param(GRID[3], marks=slow), GRID[5]])
 def test_interventional_against_shap(case):
     model_json, model, X = trained(*case)
     ens = tree_ensemble_from_json(model_json)
@@ -293,12 +307,14 @@ def check_brute_force(grow_policy, interventional):
     return ens, x, got
 
 
-@pytest.mark.parametrize("grow_policy, interventional", list(itertools.product(["Depthwise", "Lossguide"], [False, True])))
+@pytest.mark.parametrize("grow_policy, interventional", [
+    ("Depthwise", False), pytest.param("Depthwise", True, marks=slow), pytest.param("Lossguide", False, marks=slow),
+    ("Lossguide", True)])
 def test_brute_force(grow_policy, interventional):
     check_brute_force(grow_policy, interventional)
 
 
-@pytest.mark.parametrize("case", [GRID[0], GRID[2], GRID[4]])
+@pytest.mark.parametrize("case", [pytest.param(GRID[0], marks=slow), pytest.param(GRID[2], marks=slow), GRID[4]])
 def test_interaction_values_against_catboost(case):
     model_json, model, X = trained(*case)
     ens = tree_ensemble_from_json(model_json)
@@ -327,8 +343,13 @@ def no_tables(monkeypatch):
     monkeypatch.setattr(tree_shap, "MAX_INTERVENTIONAL_DEPTH", 0)
 
 
-@pytest.mark.parametrize("bits", [True, False])
-@pytest.mark.parametrize("grow_policy, interventional", list(itertools.product(["Depthwise", "Lossguide"], [False, True])))
+DEEP_DEFAULT = {("Depthwise", False, True), ("Lossguide", True, True), ("Lossguide", False, False),
+                ("Depthwise", True, False)}  # each grow policy, method and way to read the slots
+
+
+@pytest.mark.parametrize("grow_policy, interventional, bits", [
+    pytest.param(*c, marks=() if c in DEEP_DEFAULT else slow)
+    for c in itertools.product(["Depthwise", "Lossguide"], [False, True], [True, False])])
 def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, interventional):
     """The deep kernels against brute-force Shapley on tiny trees, with the rows' slot bits read
     from int32 patterns or counted over the path's edges (trees deeper than 30)."""
@@ -344,8 +365,9 @@ def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, int
         assert_close(pairs, np.reshape(tree_shap_interaction_values(ens, x), pairs.shape))
 
 
+@slow  # ~25 s; by default: test_deep_kernels_brute_force, test_deep_oblivious_models_against_catboost
 @pytest.mark.parametrize("case", [("regression", "Lossguide", 16, 64, "Min"),
-                                  pytest.param(("multiclass", "Lossguide", 16, 40, "Max"), marks=pytest.mark.slow)])
+                                  ("multiclass", "Lossguide", 16, 40, "Max")])
 def test_deep_trees_against_catboost(case):
     """Lossguide trees of depth up to 16 (CatBoost's limit): path-dependent SHAP and interaction
     values equal CatBoost's, interventional SHAP equals shap's, LossFunctionChange CatBoost's."""

@@ -137,7 +137,8 @@ def test_a_column_split_twice_in_a_path_is_one_player():
         assert any(merged), name
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", [  # by default, a CTR model of each grow policy (one-hot splits included)
+    n if n in ("depthwise_ctr", "lossguide_mixed") else pytest.param(n, marks=pytest.mark.slow) for n in ZOO])
 def test_shap_values(name):
     _, reloaded, _, ens, _, _ = trained(name)
     frame, y = explained(ZOO[name][0])
@@ -182,7 +183,7 @@ def test_interventional_against_brute_force(name):
     assert_close(np.reshape(base, -1), raw(model, background).mean(0))
 
 
-@pytest.mark.parametrize("name", ["depthwise_one_hot", "lossguide_mixed"])
+@pytest.mark.parametrize("name", [pytest.param("depthwise_one_hot", marks=pytest.mark.slow), "lossguide_mixed"])
 def test_shap_interaction_values(name):
     _, reloaded, _, ens, _, _ = trained(name)
     frame, y = explained(ZOO[name][0])

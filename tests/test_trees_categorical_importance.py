@@ -171,7 +171,8 @@ def test_interaction_of_ctrs_over_combinations(name):
 # 2. LossFunctionChange ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", [  # by default, a CTR model of each grow policy (one-hot splits included)
+    n if n in ("depthwise_ctr", "lossguide_mixed") else pytest.param(n, marks=pytest.mark.slow) for n in ZOO])
 def test_loss_function_change_matches_catboost(name):
     _, reloaded, _, ens, _, _ = trained(name)
     frame, y = explained(ZOO[name][0])
@@ -275,7 +276,7 @@ def test_permutation_semantics():
 # 4. The drop-in, with a categorical Pool ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["depthwise_ctr", "lossguide_ctr_complexity"])
+@pytest.mark.parametrize("name", ["depthwise_ctr", pytest.param("lossguide_ctr_complexity", marks=pytest.mark.slow)])
 def test_dropin_takes_categorical_non_symmetric_models(name):
     """get_feature_importance of the freshly trained model object gives the numbers of the model
     reloaded from its JSON export, CatBoost's layouts included."""

@@ -57,7 +57,11 @@ def trained(kind, grow_policy, depth, max_leaves, nan_mode):
     return tree_ensemble_from_json(model_json), reloaded, X, y, w, model_json
 
 
-@pytest.fixture(scope="module", params=GRID, ids=lambda case: "-".join(map(str, case[:3])))
+def case_id(case):
+    return "-".join(map(str, case[:3]))
+
+
+@pytest.fixture(scope="module", params=GRID, ids=case_id)
 def case(request):
     return trained(*request.param)
 
@@ -79,6 +83,9 @@ def assert_close(got, expected):
 # 1. LossFunctionChange -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("case", [  # RMSE of TreeEnsembles by default: test_trees.py, test_trees_no_weights.py
+    pytest.param(GRID[0], marks=pytest.mark.slow), pytest.param(GRID[1], marks=pytest.mark.slow), GRID[2], GRID[3]],
+    indirect=True, ids=case_id)
 def test_loss_function_change_matches_catboost(case):
     ens, model, X, y, w, _ = case
     for weight in (None, w):
@@ -227,6 +234,7 @@ def test_unused_features_get_exactly_zero():
 # 4. The drop-in ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # by default: the drop-in on categorical Depthwise models (test_trees_categorical*.py)
 def test_dropin_takes_non_symmetric_models():
     """get_feature_importance of a freshly trained Depthwise model object: CatBoost's layouts, and
     the numbers of that model reloaded from its JSON export (CatBoost's trained-model walk for
@@ -285,7 +293,7 @@ def test_bad_inputs_raise_clear_errors():
         jaximp.split_importance(ens, "mdi")
 
 
-@pytest.mark.parametrize("kind", ["regression", "multiclass"])
+@pytest.mark.parametrize("kind", ["regression", pytest.param("multiclass", marks=pytest.mark.slow)])
 def test_split_importance_equals_the_oblivious_definition_on_the_unrolled_trees(kind):
     """A symmetric model unrolled into general trees (``from_oblivious``: the same nodes that
     the oblivious definition counts) has the same split statistics; gains and covers computed

@@ -71,7 +71,8 @@ def trained(kind, loss, grow_policy, max_leaves):
     return tree_ensemble_from_json(model_json), reloaded, path, X, y
 
 
-@pytest.fixture(scope="module", params=GRID, ids=lambda c: "-".join(map(str, c[1:3])))
+@pytest.fixture(scope="module", ids=lambda c: "-".join(map(str, c[1:3])),
+                params=[GRID[0], pytest.param(GRID[1], marks=pytest.mark.slow)])  # the second: its own compilations
 def case(request):
     return trained(*request.param)
 
