@@ -305,7 +305,7 @@ def flat_leaves(paths: Paths, n_nodes: int) -> Paths:
     edges, no players) last, which pads the buckets' chunks (:func:`bucket_leaves`)."""
     t, l, d = paths.nodes.shape
     paths = paths._replace(nodes=paths.nodes + (n_nodes * jnp.arange(t, dtype=jnp.int32))[:, None, None])
-    null = (0, False, 0, False, 0, 1.0, 1.0, False)
+    null = Paths(nodes=0, right=False, slot=0, player=False, feature=0, z=1.0, ratio=1.0, mask=False)
     return Paths(*(jnp.concatenate([a.reshape(t * l, d), jnp.full((1, d), fill, a.dtype)])
                    for a, fill in zip(paths, null)))
 

@@ -190,8 +190,8 @@ def _step(ens: TreeEnsemble, kind: Kind, platform: str = "cpu") -> Step:
     intermediates within a CPU cache's share, elsewhere within memory."""
     cpu = platform == "cpu"
     rows, budget = (256, _CHUNK_FLOATS) if cpu else (_ACCELERATOR_STEP_ROWS, _ACCELERATOR_CHUNK_FLOATS)
-    patterns = _PATTERN_INTS if cpu else _ACCELERATOR_CHUNK_FLOATS
-    while rows > _MIN_STEP_ROWS and ens.n_trees * ens.n_leaves * rows > patterns:
+    most = _PATTERN_INTS if cpu else _ACCELERATOR_CHUNK_FLOATS
+    while rows > _MIN_STEP_ROWS and ens.n_trees * ens.n_leaves * rows > most:
         rows //= 2
     trees = int(max(1, min(ens.n_trees, budget // (4 * ens.n_nodes * rows))))
     widths = tuple(_width(kind.name, b.tables, b.depth, ens.n_outputs) for b in kind.layout)
@@ -302,11 +302,12 @@ def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: 
             return quadrature_path_phi(part, _taken(part, u, decisions, b.depth), n_players, pairs)
         return chunk_phi
 
-    out = 0.0
+    out, deep = 0.0, []
     for b, part in zip(kind.layout, plan.parts):
-        if b.tables or kind.name != "interventional":
+        if kind.name == "interventional" and not b.tables:
+            deep.append((b, part))  # every background row meets every row: after the others
+        else:
             out = out + _sum_chunks(games(b), part)
-    deep = [(b, part) for b, part in zip(kind.layout, plan.parts) if not b.tables and kind.name == "interventional"]
     if deep:
         out = out + _deep_interventional(ens, plan, u, decisions, deep, n_players)
     return out
