@@ -9,8 +9,9 @@ looked up by the row's pattern (shallow buckets), and quadrature of the game's p
 Interventional tables. For a row pattern ``p`` and a background pattern ``q``, the game's
 Shapley values are nonzero only when ``q`` holds every slot ``C = ~p`` the row misses; then
 ``|A| = |p - q| = D - |q|`` and ``|B| = |q - p| = |C|``. Summing the background distribution
-``dist`` over those ``q`` by size, ``H_k[X] = sum_{q >= X, |q| = k} dist[q]`` (a superset sum
-per size, O(2**D D**2) per leaf instead of the 4**D of pairing every p with every q), gives
+``dist`` over those ``q`` by size, ``H_k[X] = sum_{q >= X, |q| = k} dist[q]`` (superset sums,
+O(2**D D**2) per leaf instead of the 4**D of pairing every p with every q; built by quadrature
+in :func:`interventional_table`), gives
 
     phi_s = G+[C] - G+'[C + s]   for a slot s the row takes,     phi_s = -G-[C]   for s in C,
 
@@ -102,18 +103,6 @@ def _extend(a: Array, z: Array) -> Array:
     return jnp.concatenate([without, z * without + jnp.pad(a, pad + [(1, 0)])], axis=-2)
 
 
-def count_weights(d: int) -> np.ndarray:
-    """``f32[2, D + 1, D + 1]``: ``w+(a, b) = (a-1)! b! / (a+b)!`` (index 0, 0 for ``a = 0``) and
-    ``w-(a, b) = a! (b-1)! / (a+b)!`` (index 1, 0 for ``b = 0``), the Shapley values of a slot in
-    ``A`` and minus that of a slot in ``B`` in the game of a row and one background row."""
-    a = np.arange(d + 1)[:, None]
-    b = np.arange(d + 1)[None, :]
-    lg = lambda n: np.vectorize(math.lgamma)(np.maximum(n, 1) + 0.0)  # noqa: E731
-    plus = np.where(a > 0, np.exp(lg(a) + lg(b + 1) - lg(a + b + 1)), 0.0)
-    minus = np.where(b > 0, np.exp(lg(a + 1) + lg(b) - lg(a + b + 1)), 0.0)
-    return np.stack([plus, minus]).astype(np.float32)
-
-
 def _superset_sums(h: Array, d: int) -> Array:
     """``[.., 2**D, k]`` summed over supersets: ``out[X] = sum_{q >= X} h[q]`` (one pass per bit,
     on ``[.., high bits, bit, low bits, k]`` views: XLA compiles these far faster than ``D`` axes
@@ -126,34 +115,50 @@ def _superset_sums(h: Array, d: int) -> Array:
     return h.reshape(lead + (1 << d, k))
 
 
-def _interventional_weights(d: int) -> np.ndarray:
-    """``f32[2**D, D + 1, 3]`` the weights of ``H_k[X]`` in ``G+``, ``G-`` and ``G+'`` (module
-    docstring), at ``[X, k]``."""
-    size = _popcounts(d)[:, None]  # |X|
-    k = np.arange(d + 1)[None, :]
-    w = count_weights(d)
-    a = np.clip(d - k, 0, d)
-    shifted = np.where(size >= 1, w[0][a, np.clip(size - 1, 0, d)], 0.0)
-    return np.stack([w[0][a, size], w[1][a, size], shifted], axis=-1).astype(np.float32)
+def _interventional_weights(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(f32[2**D, Q], f32[Q + 1, 2**D, 3])``: at ``[q, i]`` the power ``t_i**(D - |q| - 1)``
+    that weighs ``dist[q]`` in ``S_i`` (0 at the full pattern), for the ``Q`` nodes ``t_i`` of
+    :func:`quadrature`; at ``[i, X]`` the weights of ``S_i[X]`` in ``G+``, ``G-`` and ``G+'``
+    (:func:`interventional_table`), and last, at ``[Q, X]``, those of the full pattern's
+    ``dist[full]``: ``integral (1-t)**(|X|-1) dt = 1 / |X|`` in ``G-`` (0 for the empty ``X``)."""
+    t, w = quadrature(d)
+    size = _popcounts(d)[:, None].astype(np.float64)  # |q|, |X|
+    power = np.where(size < d, t ** np.maximum(d - size - 1, 0), 0.0)
+    some = size >= 1
+    fewer = np.where(some, (1 - t) ** np.maximum(size - 1, 0), 0.0)  # (1 - t)**(|X| - 1)
+    weights = np.stack([(1 - t) ** size, fewer * t, fewer], axis=-1) * w[:, None]  # [2**D, Q, 3]
+    reached = np.where(some, 1.0 / np.maximum(size, 1), 0.0)
+    full = np.stack([np.zeros_like(reached), reached, np.zeros_like(reached)], axis=-1)  # [2**D, 1, 3]
+    weights = np.concatenate([weights, full], axis=1)
+    return power.astype(np.float32), np.moveaxis(weights, 1, 0).astype(np.float32)
 
 
 def interventional_table(dist: Array, d: int) -> Array:
-    """``f32[n, 3, 2**D]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
+    """``f32[n, 2**D, 3]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
     background's pattern distribution ``dist f32[n, 2**D]`` at ``n`` leaves (module docstring),
-    in blocks of leaves whose ``[.., 2**D, D + 1]`` superset sums stay in cache."""
-    size = jnp.asarray(_popcounts(d))
-    weights = jnp.asarray(_interventional_weights(d))
+    in blocks of leaves whose ``[.., 2**D, Q]`` superset sums stay in cache.
+
+    With ``w+(a, b) = integral t**(a-1) (1-t)**b dt`` and ``w-(a, b) = integral t**a (1-t)**(b-1)
+    dt`` (Beta integrals), every ``G`` is an integral over ``t`` of one superset sum
+    ``S_t[X] = sum_{q >= X, q != full} dist[q] t**(D - |q| - 1)``, a polynomial of degree below
+    ``D`` that Gauss-Legendre quadrature on ``Q = ceil(D / 2)`` nodes integrates exactly:
+    ``G+[X] = integral (1-t)**|X| S_t[X]``, ``G+'[X] = integral (1-t)**(|X|-1) S_t[X]`` and
+    ``G-[X] = integral (1-t)**(|X|-1) (t S_t[X] + dist[full])``. That is ``Q`` superset sums per
+    leaf, ``O(2**D D**2 / 2)``, half the sums per size ``H_k``."""
+    power, weights = (jnp.asarray(a) for a in _interventional_weights(d))
 
     def block(dist):
-        ranked = jnp.where(size[:, None] == jnp.arange(d + 1), dist[..., None], 0.0)  # [l, 2**D, D+1]
-        g = jnp.einsum("lxk,xkg->lgx", _superset_sums(ranked, d), weights)
-        return jnp.flip(g, axis=-1)  # index u reads X = full - u = ~u
+        sums = _superset_sums(dist[..., None] * power, d)  # [l, 2**D, Q]
+        sums = jnp.concatenate([sums, jnp.broadcast_to(dist[:, -1:, None], sums.shape[:2] + (1,))], axis=-1)
+        # sum over the nodes unrolled: XLA CPU runs this contraction ten times slower as a dot at some l
+        g = sum(sums[:, :, i, None] * weights[i] for i in range(weights.shape[0]))  # [l, 2**D, 3]
+        return jnp.flip(g, axis=1)  # index u reads X = full - u = ~u
 
     n = dist.shape[0]
-    per_block = max(1, min(n, (1 << 18) // ((d + 1) << d)))
+    per_block = max(1, min(n, (1 << 18) // (power.shape[1] << d)))
     n_blocks = -(-n // per_block)
     dist = jnp.pad(dist, ((0, n_blocks * per_block - n), (0, 0))).reshape(n_blocks, per_block, 1 << d)
-    return jax.lax.map(block, dist).reshape(n_blocks * per_block, 3, 1 << d)[:n]
+    return jax.lax.map(block, dist).reshape(n_blocks * per_block, 1 << d, 3)[:n]
 
 
 def interaction_path_table(paths: Paths) -> Array:
@@ -209,18 +214,18 @@ def path_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
 
 
 def interventional_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
-    """``f32[P, K, b]`` interventional SHAP values of a bucket from its table ``f32[c, L, 3, 2**D]``
+    """``f32[P, K, b]`` interventional SHAP values of a bucket from its table ``f32[c, L, 2**D, 3]``
     (:func:`interventional_table`; the row's pattern keeps its null slots set, as the
     background's did)."""
     paths = part.paths
     d = paths.z.shape[-1]
     on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [c, L, D, b]
-    c, l, _, size = part.table.shape
+    c, l, size, _ = part.table.shape
     flat = part.table.reshape(-1)
     base = (jnp.arange(c * l, dtype=jnp.int32) * 3 * size).reshape(c, l, 1)
-    plus, minus = flat[base + u], flat[base + size + u]  # [c, L, b]
+    plus, minus = flat[base + 3 * u], flat[base + 3 * u + 1]  # [c, L, b]
     cleared = u[:, :, None, :] & ~_bits(d)[None, None, :, None]  # U - s for every slot s
-    shifted = flat[base[:, :, None, :] + 2 * size + cleared]  # [c, L, D, b]
+    shifted = flat[base[:, :, None, :] + 3 * cleared + 2]  # [c, L, D, b]
     slot = jnp.where(on, plus[:, :, None, :] - shifted, -minus[:, :, None, :])
     slot = jnp.where(paths.player[..., None], slot, 0.0)
     return scatter(slot[:, :, :, None, :] * part.values[:, :, None, :, None], paths.feature, n_players)
@@ -272,19 +277,23 @@ def quadrature_path_phi(part: Part, taken: Array, n_players: int, pairs: bool) -
 def count_game_step(paths: Paths, taken: Array, other: Array, weight: Array) -> Array:
     """``f32[c, L, D, b]`` interventional slot values (unit leaf value) of rows with ``taken
     f32[c, L, D, b]`` over one block of background rows with ``other f32[c, L, D, B]`` and
-    weights ``f32[B]``: the game of a row and a background row depends only on the counts
-    ``|A|`` (slots the row takes and the background row misses) and ``|B|`` (conversely), and is
-    zero when a player is missed by both."""
+    weights ``f32[B]``.
+
+    The game of a row and a background row is zero when a player is missed by both; otherwise
+    every slot the background row misses is in ``A`` (the row takes it) and every slot the row
+    misses is in ``B``, so its Shapley values ``w+(|A|, |B|)`` and ``-w-(|A|, |B|)`` depend on
+    each row's own count of misses. Their Beta integrals (:func:`_interventional_weights`) by
+    quadrature make each a sum of ``Q`` products of a row's and a background row's factors: the
+    pairs cost matrix products over slots and nodes, and no gather."""
     d = paths.z.shape[-1]
-    table = jnp.asarray(count_weights(d))
-    n_taken = jnp.sum(taken, axis=2)  # [c, L, b]
-    players = jnp.sum(paths.player, axis=-1)[..., None, None]  # [c, L, 1, 1]
-    both = jnp.einsum("clsb,clsr->clbr", taken, other)
-    a = jnp.rint(n_taken[..., None] - both).astype(jnp.int32)  # [c, L, b, B]
-    b = jnp.rint(jnp.sum(other, axis=2)[:, :, None, :] - both).astype(jnp.int32)
-    alive = (players - a - b - jnp.rint(both).astype(jnp.int32)) == 0  # no slot missed by both
-    plus = jnp.where(alive, table[0][a, b], 0.0) * weight
-    minus = jnp.where(alive, table[1][a, b], 0.0) * weight
-    on_a = jnp.sum(plus, axis=-1)[:, :, None] - jnp.einsum("clbr,clsr->clsb", plus, other)
-    on_b = jnp.einsum("clbr,clsr->clsb", minus, other)
-    return taken * on_a - (1.0 - taken) * on_b
+    t, w = (jnp.asarray(a, taken.dtype) for a in quadrature(d))
+    player = paths.player[..., None].astype(taken.dtype)
+    missed, missed_other = player - taken, player - other  # [c, L, D, b], [c, L, D, B]
+    alive = jnp.einsum("clsb,clsr->clbr", missed, missed_other) == 0  # no slot missed by both
+    n_b = jnp.sum(missed, axis=2)[..., None]  # [c, L, b, 1]: |B|
+    n_a = jnp.sum(missed_other, axis=2)[..., None]  # [c, L, B, 1]: |A|
+    plus = jnp.einsum("clbq,clrq->clbr", w * (1 - t) ** n_b, jnp.where(n_a > 0, t ** (n_a - 1), 0.0))
+    minus = jnp.einsum("clbq,clrq->clbr", jnp.where(n_b > 0, w * (1 - t) ** (n_b - 1), 0.0), t ** n_a)
+    plus, minus = (jnp.where(alive, a * weight, 0.0) for a in (plus, minus))
+    on_a = jnp.einsum("clbr,clsr->clsb", plus, missed_other)  # background rows missing each slot
+    return taken * on_a - missed * jnp.sum(minus, axis=-1)[:, :, None, :]

@@ -1,20 +1,22 @@
 """Per-leaf root-to-leaf paths of :class:`TreeEnsemble` models, the players on them, a row's
-pattern at every leaf, and the layout of leaves in buckets of path length.
+pattern at every leaf, and the layout of leaves in buckets of players per path.
 
-Slots: entry ``k`` of a leaf's path is its ancestor at depth ``k`` (root first), slot ``k``; a
-slot is a player when no shallower entry reads the same feature, else a null player. A node's
-slot is thus the same for every leaf below it, so a row's patterns are built once per node, not
-per leaf and depth: each edge the row misses sets its player's bit, and every node ORs in the
-bits of its ancestors by pointer jumping (``log2 D`` gathers over the nodes instead of ``D`` over
-the leaves; :class:`Edges`).
+Entries and slots: entry ``k`` of a leaf's path is its ancestor's edge at depth ``k`` (root
+first). The path's players are its distinct features; slot ``s`` is the ``s``-th of them in the
+order they first appear, and every entry belongs to the slot of its feature. A path of ``e``
+edges thus has ``D <= e`` slots: LightGBM paths of 22 edges read 13 to 15 features, and the games
+cost ``2**D``, not ``2**e``. A node's slot is the same for every leaf below it (it depends only on
+the edges above), so a row's patterns are built once per node, not per leaf and depth: each edge
+the row misses sets its slot's bit, and every node ORs in the bits of its ancestors by pointer
+jumping (``log2 e`` gathers over the nodes instead of ``e`` over the leaves; :class:`Edges`).
 
-Buckets. Trees of LightGBM and of Lossguide growth are deep (D of 20 to 30) while most of their
-leaves are shallow (90% at most 13 deep): padding every leaf to D would cost every leaf what the
-deepest costs. A :data:`Layout` cuts path lengths into buckets, each with its own depth ``D_b``
-(its longest path), and each bucket holds the leaves of its lengths of all trees, in chunks of
+Buckets. Trees of LightGBM and of Lossguide growth are deep (20 to 30 edges) while most of their
+leaves have few players (90% at most 13 on a 500-tree model of 127 leaves): padding every leaf to the most would cost every leaf
+what the deepest costs. A :data:`Layout` cuts the numbers of players into buckets, each with its
+own depth ``D_b`` (its most players), and each bucket holds those leaves of all trees, in chunks of
 leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only to its bucket's depth,
-whatever the shapes of the other trees. Since paths are root-first, a bucket reads the first
-``D_b`` slots of its leaves.
+whatever the shapes of the other trees. A bucket reads the first ``D_b`` slots of its leaves (and
+all their entries).
 """
 
 from __future__ import annotations
@@ -34,18 +36,20 @@ from jaximp._tree_model import TreeEnsemble, leaf_paths, parents
 class Paths(NamedTuple):
     """Per-leaf path slots of every tree (a pytree; see the module docstring).
 
-    Entry ``k`` is the leaf's ancestor at depth ``k`` (root first).
+    Per entry ``k`` (the leaf's ancestor's edge at depth ``k``, root first) ``[T, L, e]``, and
+    per slot ``s`` (the path's ``s``-th player) ``[T, L, D]``; both axes are the model's depth,
+    and a bucket may cut the slots shorter (:func:`bucket`).
 
     Attributes:
-        nodes: ``i32[T, L, D]`` internal node of each slot's edge.
-        right: ``bool[T, L, D]`` the path goes right there.
-        slot: ``i32[T, L, D]`` the slot of the player the edge belongs to.
-        player: ``bool[T, L, D]`` slot is a player (a real edge, first of its player).
+        nodes: ``i32[T, L, e]`` internal node of each entry's edge.
+        right: ``bool[T, L, e]`` the path goes right there.
+        slot: ``i32[T, L, e]`` the slot of the player the edge reads (0 past the leaf).
+        player: ``bool[T, L, D]`` the slot holds a player (else a null slot, past the path's players).
         feature: ``i32[T, L, D]`` the slot's player (``TreeEnsemble.node_players``: its feature
             for numeric models, its combination class with categorical features; 0 for null slots).
         z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
-        ratio: ``f32[T, L, D]`` each edge's cover ratio (1 past the leaf).
-        mask: ``bool[T, L, D]`` the entry is a real edge.
+        ratio: ``f32[T, L, e]`` each edge's cover ratio (1 past the leaf).
+        mask: ``bool[T, L, e]`` the entry is a real edge.
     """
 
     nodes: Array
@@ -76,12 +80,25 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
     ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
-    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [T, L, e, e']
-    slot = jnp.argmax(same, axis=-1).astype(jnp.int32)  # first entry with the same feature
-    player = mask & (slot == jnp.arange(d))
-    z = jnp.prod(jnp.where(same & mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
-    return Paths(nodes, right, slot, player, jnp.where(player, feature, 0), jnp.where(player, z, 1.0),
-                 ratio, mask)
+    same, first, leads = _players(feature, mask)
+    rank = jnp.cumsum(leads, axis=-1, dtype=jnp.int32) - 1  # a leading entry's slot
+    slot = jnp.where(mask, jnp.take_along_axis(rank, first, axis=-1), 0)
+    z = jnp.prod(jnp.where(same & mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)  # per entry
+    holds = leads[..., :, None] & (rank[..., :, None] == jnp.arange(d))  # [T, L, e, s]: entry e leads slot s
+    player = jnp.any(holds, axis=-2)
+    feature = jnp.sum(jnp.where(holds, feature[..., :, None], 0), axis=-2)
+    z = jnp.where(player, jnp.sum(jnp.where(holds, z[..., :, None], 0.0), axis=-2), 1.0).astype(ratio.dtype)
+    return Paths(nodes, right, slot, player, feature, z, ratio, mask)
+
+
+def _players(feature: Array, mask: Array) -> tuple[Array, Array, Array]:
+    """``(bool[.., e, e'], i32[.., e], bool[.., e])`` of path entries ``feature i32[.., e]``
+    (root first, ``mask``: real edges): whether entries read the same player, the first entry
+    reading each entry's player, and whether an entry is that first one (it leads a slot)."""
+    d = feature.shape[-1]
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [.., e, e']
+    first = jnp.argmax(same, axis=-1).astype(jnp.int32)
+    return same, first, mask & (first == jnp.arange(d))
 
 
 def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
@@ -155,11 +172,11 @@ def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
     """``f32[c, L, D, b]`` 1 where a row takes every edge of a player slot's feature (0 at null
     slots): the bits of its :func:`patterns` ``i32[c, L, b]`` where they fit an int32, else
     (``pattern`` None) a count of the edges it misses, from ``decisions bool[c, M, b]``."""
-    c, l, d = paths.nodes.shape
+    (c, l, d), e = paths.z.shape, paths.nodes.shape[-1]
     if pattern is not None:
         on = (pattern[:, :, None, :] >> jnp.arange(d, dtype=jnp.int32)[:, None]) & 1
         return jnp.where(paths.player[..., None], on.astype(jnp.float32), 0.0)
-    right = gather_nodes(decisions, paths.nodes.reshape(c, l * d)).reshape(c, l, d, -1)
+    right = gather_nodes(decisions, paths.nodes.reshape(c, l * e)).reshape(c, l, e, -1)
     missed = (right != paths.right[..., None]) & paths.mask[..., None]  # [c, L, e, b]: leaves the path
     owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [c, L, e, s]
     misses = jnp.einsum("cleb,cles->clsb", missed.astype(jnp.float32), owner.astype(jnp.float32))
@@ -167,12 +184,12 @@ def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
-# Buckets of path length
+# Buckets of players per path
 
 
 class Bucket(NamedTuple):
-    """The leaves of every tree whose paths are ``shallowest < length <= depth`` long: each takes
-    ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model."""
+    """The leaves of every tree whose paths hold ``shallowest < players <= depth`` players: each
+    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model."""
 
     shallowest: int
     depth: int
@@ -183,25 +200,27 @@ class Bucket(NamedTuple):
 Layout = tuple[Bucket, ...]
 
 
-def path_lengths(ens: TreeEnsemble) -> np.ndarray | None:
-    """``i32[T, L]`` each leaf's depth (0 for padded leaves), or None when the model's structure
-    is traced (under ``jax.jit`` / ``jax.grad`` of the model: then one bucket of depth D)."""
+def path_players(ens: TreeEnsemble) -> np.ndarray | None:
+    """``i32[T, L]`` the players on each leaf's path, the slots it takes (0 for padded leaves and
+    leaves without splits), or None when the model's structure is traced (under ``jax.jit`` /
+    ``jax.grad`` of the model: then one bucket of D slots)."""
     if isinstance(ens.node_children, jax.core.Tracer) or isinstance(ens.roots, jax.core.Tracer):
         return None
     with jax.ensure_compile_time_eval():  # a concrete model inside an outer jax.jit
-        _, _, mask = leaf_paths(ens)
-        return np.asarray(jnp.sum(mask, axis=-1), np.int32)
+        nodes, _, mask = leaf_paths(ens)
+        feature = jnp.where(mask, ens.node_players[jnp.arange(ens.n_trees)[:, None, None], nodes], -1)
+        return np.asarray(jnp.sum(_players(feature, mask)[2], axis=-1), np.int32)
 
 
-def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
+def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
                 table_floats: Callable[[int], int], table_bytes: int,
                 costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
                 max_buckets: int = 6) -> Layout:
-    """At most ``max_buckets`` buckets of path length minimising a cost model of the row kernels
+    """At most ``max_buckets`` buckets of players per path minimising a cost model of the row kernels
     (each bucket is code of its own: more buckets pad less but compile longer).
 
     Args:
-        lengths: ``i32[T, L]`` path lengths (:func:`path_lengths`), or None: one bucket of ``depth``
+        players: ``i32[T, L]`` players per path (:func:`path_players`), or None: one bucket of ``depth``
             holding every leaf.
         n_trees, n_leaves, depth: T, L and D of the model.
         table_depth: the deepest bucket that may use per-leaf tables.
@@ -215,10 +234,10 @@ def plan_layout(lengths: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         :data:`Layout`, buckets from the shortest paths to the longest; leaves without splits
         (no players, no SHAP values) are in none.
     """
-    if lengths is None:
+    if players is None:
         only = Bucket(-1, depth, depth <= table_depth, n_trees * n_leaves)
         return _fit_tables((only,), table_floats, table_bytes)
-    depths, counts = np.unique(lengths[lengths > 0], return_counts=True)
+    depths, counts = np.unique(players[players > 0], return_counts=True)
     start = np.concatenate([[0], np.cumsum(counts)])
 
     def bucket(i: int, j: int) -> tuple[float, Bucket]:  # the leaves of depths[i:j]
@@ -251,11 +270,12 @@ def path_costs(d: int, rows: int = 256) -> tuple[float, float]:
 
 def interventional_costs(d: int, n_background: int, rows: int = 256) -> tuple[float, float]:
     """``(table, no table)`` cost of the interventional games per leaf and row, as
-    :func:`path_costs`: the table's build is ``d (d + 1) 2**d`` per leaf (superset sums) and
-    ``n_background`` per leaf for the histogram; without a table, every row meets every
-    background row at every slot."""
-    build = (d * (d + 1) * (1 << d) + n_background) / rows
-    return 2.0 * (d + 3) + build, 20.0 + 1.0 * d * n_background
+    :func:`path_costs` (measured on CPU with 2 cores): the table's build is ``ceil(d / 2)``
+    superset sums of ``d 2**d`` adds at 0.5 ns per leaf, and 9 ns per leaf and background row for
+    the histogram, spread over the ``rows`` explained; without a table, every row meets every
+    background row at every slot, 0.5 ns each."""
+    build = (0.5 * (-(-d // 2)) * d * (1 << d) + 9.0 * n_background) / rows
+    return 2.0 * (d + 3) + build, 20.0 + 0.5 * d * n_background
 
 
 def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes: int) -> Layout:
@@ -268,18 +288,18 @@ def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes:
     return tuple(layout)
 
 
-def bucket_leaves(lengths: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
+def bucket_leaves(players: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
                   sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """Per bucket, ``i32[n_b, sizes[b]]`` its leaves, as indices ``tree * L + leaf`` into the
     model's leaves (:func:`flat_leaves`), in chunks of ``sizes[b]``; the last chunk ends in copies
-    of ``n_trees * L``, the null leaf. ``n_trees``: the trees of ``lengths`` and more, all leaves
+    of ``n_trees * L``, the null leaf. ``n_trees``: the trees of ``players`` and more, all leaves
     of the extra trees unused (their index range pads the patterns of trees in chunks)."""
     null = n_trees * n_leaves
-    if lengths is None:
+    if players is None:
         every = np.arange(null, dtype=np.int32)
         return tuple(_chunked(every, size, null) for size in sizes)
-    lengths = np.pad(lengths, ((0, n_trees - len(lengths)), (0, 0))).reshape(-1)
-    return tuple(_chunked(np.flatnonzero((lengths > b.shallowest) & (lengths <= b.depth)).astype(np.int32), size,
+    players = np.pad(players, ((0, n_trees - len(players)), (0, 0))).reshape(-1)
+    return tuple(_chunked(np.flatnonzero((players > b.shallowest) & (players <= b.depth)).astype(np.int32), size,
                           null) for b, size in zip(layout, sizes))
 
 
@@ -310,7 +330,9 @@ def flat_leaves(paths: Paths, n_nodes: int) -> Paths:
                    for a, fill in zip(paths, null)))
 
 
-def bucket(paths: Paths, leaves: Array, depth: int) -> Paths:
-    """``paths [T L + 1, D]`` (:func:`flat_leaves`) at a bucket's ``leaves i32[n_b, L_b]``, their
-    first ``depth`` slots: ``[n_b, L_b, depth]``."""
-    return Paths(*(a[:, :depth][leaves] for a in paths))
+def bucket(paths: Paths, leaves: Array, depth: int, entries: int) -> Paths:
+    """``paths [T L + 1, D]`` (:func:`flat_leaves`) at a bucket's ``leaves i32[n_b, L_b]``: their
+    first ``depth`` slots ``[n_b, L_b, depth]`` and first ``entries`` entries ``[n_b, L_b, entries]``
+    (0 when the rows' bit patterns stand for them)."""
+    slots = {"player", "feature", "z"}
+    return Paths(*(a[:, :depth if name in slots else entries][leaves] for name, a in zip(Paths._fields, paths)))

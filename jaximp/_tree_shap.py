@@ -25,7 +25,8 @@ a background row only through its pattern at the leaf, so a per-leaf background 
 a table ``T_l[U, j]`` (``4**D`` work per leaf, small trees only). Saabas (``approximate``) credits
 each edge of the row's own path with the change of the cover-weighted mean value.
 
-Deep trees (paths longer than the tables allow) use the same games without tables. With
+Paths of more players than the tables allow (deep trees reading many features) use the same
+games without tables. With
 ``f_j(t) = z_j + (o_j - z_j) t`` and ``w_m(s) = integral_0^1 t^s (1 - t)^(m-s-1) dt``,
 
     phi_j = v_l (o_j - z_j) integral_0^1 prod_{k != j} f_k(t) dt
@@ -78,7 +79,7 @@ from jaximp._tree_paths import (
     flat_leaves,
     interventional_costs,
     path_costs,
-    path_lengths,
+    path_players,
     patterns,
     plan_layout,
     safe_div,
@@ -162,17 +163,17 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
 
 def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
             n_rows: int | None = None) -> tuple[Layout, np.ndarray | None]:
-    """The buckets of ``ens`` for kernel ``name`` and the leaves' path lengths (None when traced);
-    tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
-    lengths = path_lengths(ens)
+    """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
+    traced); tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
+    players = path_players(ens)
     table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
                    "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
     rows = max(n_rows or 256, 1)
     costs = ((lambda d: path_costs(d, rows)) if name != "interventional"
              else lambda d: interventional_costs(d, n_background, rows))
-    layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
+    layout = plan_layout(players, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
                          table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs)
-    return layout, lengths
+    return layout, players
 
 
 class Step(NamedTuple):
@@ -210,16 +211,21 @@ def _decisions(plan_chunk: Plan, xt: Array) -> Array:
     return node_decisions(plan_chunk, xt)
 
 
-def _row_patterns(ens: TreeEnsemble, plan: Plan, xt: Array) -> tuple[Array, Array | None]:
+def _slots(kind: Kind) -> int:
+    """The most slots of any bucket of ``kind``."""
+    return max((b.depth for b in kind.layout), default=0)
+
+
+def _row_patterns(kind: Kind, plan: Plan, xt: Array) -> tuple[Array, Array | None]:
     """``(i32[T L + 1, b], bool[T M, b] | None)``: the patterns of rows ``xt f32[E, b]`` over the
     slots an int32 holds at every leaf of the (chunk-padded) trees, tree-major, and 0 at the
-    null leaf (``jaximp._tree_paths.flat_leaves``); and, for paths deeper than that, the rows'
-    decisions at every node."""
-    deep = ens.depth > _BIT_DEPTH
+    null leaf (``jaximp._tree_paths.flat_leaves``); and, for paths of more players than that,
+    the rows' decisions at every node."""
+    deep = _slots(kind) > _BIT_DEPTH
 
     def one(chunk):
         decisions = _decisions(chunk, xt)
-        return patterns(chunk.edges, decisions, min(ens.depth, _BIT_DEPTH)), decisions if deep else None
+        return patterns(chunk.edges, decisions, min(_slots(kind), _BIT_DEPTH)), decisions if deep else None
 
     u, decisions = jax.lax.map(one, plan._replace(parts=(), background=None))  # [n_chunks, c, L(M), b]
     u = u.reshape((-1,) + u.shape[3:])
@@ -264,7 +270,8 @@ def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], *, trees
     parts = []
     for b, index in zip(layout, leaves):
         index = jnp.asarray(index)
-        part, value = bucket(paths, index, b.depth), values[index]  # [n_b, L_b, D_b], [n_b, L_b, K]
+        entries = 0 if b.depth <= _BIT_DEPTH else ens.depth  # edges, where bit patterns do not hold the slots
+        part, value = bucket(paths, index, b.depth, entries), values[index]  # [n_b, L_b, D_b], [n_b, L_b, K]
         if b.tables and table == "path":
             data = jax.lax.map(lambda p: path_table(_group(p))[0], part)
         elif b.tables and table == "pairs":
@@ -290,7 +297,7 @@ def _paths_and_edges(ens: TreeEnsemble, weights: Array):
 def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: int) -> Array:
     """``f32[P(, P), K, b]`` SHAP (interaction) values of rows ``xt f32[E, b]``: their patterns
     at every leaf, then each bucket's games chunk by chunk."""
-    u, decisions = _row_patterns(ens, plan, xt)
+    u, decisions = _row_patterns(kind, plan, xt)
     pairs = kind.name == "pairs"
     lookup = {"path": path_lookup_phi, "pairs": pair_lookup_phi, "interventional": interventional_lookup_phi}[kind.name]
 
@@ -309,11 +316,11 @@ def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: 
         else:
             out = out + _sum_chunks(games(b), part)
     if deep:
-        out = out + _deep_interventional(ens, plan, u, decisions, deep, n_players)
+        out = out + _deep_interventional(kind, plan, u, decisions, deep, n_players)
     return out
 
 
-def _deep_interventional(ens: TreeEnsemble, plan: Plan, u: Array, decisions: Array | None, deep: list,
+def _deep_interventional(kind: Kind, plan: Plan, u: Array, decisions: Array | None, deep: list,
                          n_players: int) -> Array:
     """``f32[P, K, b]`` interventional SHAP values of the deep buckets ``(bucket, part)`` for rows
     of patterns ``u`` over the plan's background blocks, one block at a time."""
@@ -321,7 +328,7 @@ def _deep_interventional(ens: TreeEnsemble, plan: Plan, u: Array, decisions: Arr
 
     def step(acc, block):
         rows, weight = block
-        ub, db = _row_patterns(ens, plan, rows.T)
+        ub, db = _row_patterns(kind, plan, rows.T)
 
         def one(args, d):
             part, mine = _group(args[0]), args[1][None]
@@ -370,7 +377,7 @@ def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Arr
     :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
     ens, plan = params
     x, weight = jnp.asarray(rows[0]), jnp.asarray(rows[1])
-    u, _ = _row_patterns(ens, plan, x.T)  # [T L + 1, n]
+    u, _ = _row_patterns(kind, plan, x.T)  # [T L + 1, n]
     out = []
     for b, part in zip(kind.layout, plan.parts):
         if b.tables:
@@ -469,11 +476,11 @@ def _kernel_plan(ens: TreeEnsemble, name: str, weights: Array, platform: str, n_
                  n_rows: int | None = None) -> tuple[Plan, Kind, int]:
     """The plan of kernel ``name``, its :class:`Kind` and rows per step, with the tables of the
     path-dependent kinds built."""
-    layout, lengths = _layout(ens, name, n_background, n_rows)
+    layout, players = _layout(ens, name, n_background, n_rows)
     kind = Kind(name, layout)
     step = _step(ens, kind, platform)
     n_trees = -(-ens.n_trees // step.trees) * step.trees
-    leaves = bucket_leaves(lengths, layout, n_trees, ens.n_leaves, step.leaves)
+    leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     model = covered(ens, weights) if name != "interventional" else ens
     table = "" if name == "interventional" else name
     return _plan(model, weights, leaves, trees=step.trees, layout=layout, table=table), kind, step.rows

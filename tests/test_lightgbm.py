@@ -264,10 +264,11 @@ def test_brute_force(name, interventional):
 
 @functools.lru_cache(maxsize=None)
 def deep_booster():
-    """255 leaves, no depth limit: trees deeper than 20."""
+    """255 leaves, no depth limit: trees deeper than 20, whose paths read up to 13 of 20 features
+    (more players than the path-dependent tables take)."""
     rng = np.random.default_rng(2)
-    X = rng.normal(size=(600, 5)).astype(np.float32)
-    y = np.exp(2 * X[:, 0]) + np.sin(4 * X[:, 1]) + X[:, 2] * X[:, 3]
+    X = rng.normal(size=(600, 20)).astype(np.float32)
+    y = np.exp(2 * X[:, 0]) + np.sin(4 * X[:, 1]) + X[:, 2] * X[:, 3] + np.sum(np.sin(3 * X[:, 4:]), axis=1)
     X[rng.random(X.shape) < 0.03] = np.nan
     booster = lgb.train(params("regression", num_leaves=255, max_depth=-1, min_data_in_leaf=1,
                                min_sum_hessian_in_leaf=0.0), lgb.Dataset(X, y), num_boost_round=3)
@@ -276,7 +277,7 @@ def deep_booster():
 
 @slow  # deep trees against pred_contrib by default: test_deep_trees_in_any_buckets_equal_pred_contrib
 def test_deep_trees_against_pred_contrib():
-    """Trees deeper than 20 (the quadrature kernel; ~15 s on 2 cores)."""
+    """Trees deeper than 20 (the quadrature kernel on paths of 13 players; ~15 s on 2 cores)."""
     booster, X = deep_booster()
     ens = jaximp.from_lightgbm(booster)
     assert ens.depth >= 20 and ens.n_leaves == 255
@@ -288,13 +289,36 @@ def test_deep_trees_against_pred_contrib():
     assert_close(jaximp.expected_value(ens), expected[0])
 
 
+def test_path_players_count_the_features_on_each_path():
+    """A leaf's slots are the distinct features on its path in LightGBM's own tree dump (paths of
+    21 edges read at most 13 features)."""
+    from jaximp._tree_paths import path_players
+
+    booster = deep_booster()[0]
+    expected = np.zeros((booster.num_trees(), 255), np.int32)
+
+    def walk(tree, node, features):
+        if "leaf_index" in node:
+            expected[tree, node["leaf_index"]] = len(features)
+            return
+        for child in ("left_child", "right_child"):
+            walk(tree, node[child], features | {node["split_feature"]})
+
+    for t, info in enumerate(booster.dump_model()["tree_info"]):
+        walk(t, info["tree_structure"], frozenset())
+    ens = jaximp.from_lightgbm(booster)
+    ids = np.asarray(ens.leaf_ids)  # jaximp's leaves numbered depth-first; ids: LightGBM's
+    np.testing.assert_array_equal(path_players(ens), np.take_along_axis(expected, ids, axis=1))
+    assert path_players(ens).max() == 13 and ens.depth > 20
+
+
 def test_bucket_leaves_hold_every_leaf_once():
-    """The buckets of path length, in chunks of leaves, hold each leaf with a split exactly once,
-    whatever the chunk sizes, and their depth covers its path."""
-    from jaximp._tree_paths import bucket_leaves, path_lengths, plan_layout
+    """The buckets of players per path, in chunks of leaves, hold each leaf with a split exactly
+    once, whatever the chunk sizes, and their depth covers its players."""
+    from jaximp._tree_paths import bucket_leaves, path_players, plan_layout
 
     ens = jaximp.from_lightgbm(deep_booster()[0])
-    lengths = path_lengths(ens)
+    lengths = path_players(ens)
     for max_buckets, sizes in [(1, (7,)), (3, (5, 1, 64)), (6, (3, 4, 5, 6, 7, 8))]:
         layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=8,
                              table_floats=lambda d: 1 << d, table_bytes=1 << 20, max_buckets=max_buckets)
@@ -319,7 +343,8 @@ def test_deep_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
     layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)
     monkeypatch.setattr(tree_shap, "plan_layout", layout)
     ens = jaximp.from_lightgbm(booster)
-    assert len(tree_shap._layout(ens, "path")[0]) == max_buckets
+    layout = tree_shap._layout(ens, "path")[0]
+    assert len(layout) == max_buckets and not layout[-1].tables  # the deepest by quadrature
     x = rows(booster, X, 30)
     assert_close(jaximp.shap_values(ens, x), contributions(booster, x)[0][:, :, 0])
 

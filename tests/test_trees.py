@@ -365,6 +365,34 @@ def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, int
         assert_close(pairs, np.reshape(tree_shap_interaction_values(ens, x), pairs.shape))
 
 
+@pytest.mark.parametrize("d", [1, 6, 11])
+def test_interventional_tables_against_pairs(d):
+    """The interventional tables built by quadrature against their definition: every row pattern
+    ``u`` met by every background pattern ``q``; the game is zero unless ``q`` holds the slots
+    ``X = ~u`` the row misses, and then ``w+(a, b) = (a-1)! b! / (a+b)!`` and
+    ``w-(a, b) = a! (b-1)! / (a+b)!`` with ``a = D - |q|``, ``b = |X|``."""
+    from jaximp._tree_games import interventional_table
+
+    rng = np.random.default_rng(d)
+    dist = rng.random((2, 1 << d)) * (rng.random((2, 1 << d)) < 0.5)
+    dist /= dist.sum(axis=1, keepdims=True)
+    got = np.asarray(interventional_table(dist.astype(np.float32), d))  # [2, 2**D, 3] at u
+
+    patterns = np.arange(1 << d)
+    size = np.array([bin(p).count("1") for p in patterns])
+    fact = np.array([math.factorial(n) for n in range(2 * d + 1)], np.float64)
+    x, q = patterns[:, None], patterns[None, :]  # X = ~u, background patterns
+    holds = (q & x) == x
+    a, b = d - size[None, :], size[:, None]
+    plus = np.where(a > 0, fact[np.maximum(a - 1, 0)] * fact[b] / fact[a + b], 0.0)
+    minus = np.where(b > 0, fact[a] * fact[np.maximum(b - 1, 0)] / fact[a + b], 0.0)
+    shifted = np.where((a > 0) & (b > 0), fact[np.maximum(a - 1, 0)] * fact[np.maximum(b - 1, 0)]
+                       / fact[np.maximum(a + b - 1, 0)], 0.0)
+    expected = np.stack([(holds * w) @ dist.T for w in (plus, minus, shifted)], axis=-1)  # [2**D (X), 2, 3]
+    expected = np.moveaxis(expected, 1, 0)[:, ~patterns & ((1 << d) - 1)]  # at u: X = ~u
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
 @slow  # ~25 s; by default: test_deep_kernels_brute_force, test_deep_oblivious_models_against_catboost
 @pytest.mark.parametrize("case", [("regression", "Lossguide", 16, 64, "Min"),
                                   ("multiclass", "Lossguide", 16, 40, "Max")])
