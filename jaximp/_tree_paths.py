@@ -4,19 +4,20 @@ pattern at every leaf, and the layout of leaves in buckets of players per path.
 Entries and slots: entry ``k`` of a leaf's path is its ancestor's edge at depth ``k`` (root
 first). The path's players are its distinct features; slot ``s`` is the ``s``-th of them in the
 order they first appear, and every entry belongs to the slot of its feature. A path of ``e``
-edges thus has ``D <= e`` slots: LightGBM paths of 22 edges read 13 to 15 features, and the games
-cost ``2**D``, not ``2**e``. A node's slot is the same for every leaf below it (it depends only on
-the edges above), so a row's patterns are built once per node, not per leaf and depth: each edge
-the row misses sets its slot's bit, and every node ORs in the bits of its ancestors by pointer
-jumping (``log2 e`` gathers over the nodes instead of ``e`` over the leaves; :class:`Edges`).
+edges thus has ``D <= e`` slots, and the games cost ``2**D``, not ``2**e`` (on a LightGBM model of
+500 trees of 127 leaves, paths of up to 31 edges read at most 22 features). A node's slot is the
+same for every leaf below it (it depends only on the edges above), so a row's patterns are built
+once per node, not per leaf and depth: each edge the row misses sets its slot's bit, and every
+node ORs in the bits of its ancestors by pointer jumping (``log2 e`` gathers over the nodes
+instead of ``e`` over the leaves; :class:`Edges`).
 
 Buckets. Trees of LightGBM and of Lossguide growth are deep (20 to 30 edges) while most of their
-leaves have few players (90% at most 13 on a 500-tree model of 127 leaves): padding every leaf to the most would cost every leaf
-what the deepest costs. A :data:`Layout` cuts the numbers of players into buckets, each with its
-own depth ``D_b`` (its most players), and each bucket holds those leaves of all trees, in chunks of
-leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only to its bucket's depth,
-whatever the shapes of the other trees. A bucket reads the first ``D_b`` slots of its leaves (and
-all their entries).
+leaves have few players (90% at most 13 on that model): padding every leaf to the most would
+cost every leaf what the deepest costs. A :data:`Layout` cuts the numbers of players into
+buckets, each with its own depth ``D_b`` (its most players), and each bucket holds those leaves
+of all trees, in chunks of leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only
+to its bucket's depth, whatever the shapes of the other trees. A bucket reads the first ``D_b``
+slots of its leaves (and all their entries where the rows' bit patterns do not hold the slots).
 """
 
 from __future__ import annotations
