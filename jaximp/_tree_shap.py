@@ -38,7 +38,7 @@ over one background row is the same game with ``z_j = o_j(b)``; its Shapley valu
 on the counts of slots the row takes and the background row misses (``A``) and conversely
 (``B``), so the background is summed by matrix products over slots (O(L D B) per row and tree).
 
-Paths, players, row patterns and buckets of leaves by path length: ``jaximp._tree_paths``;
+Paths, players, row patterns and buckets of leaves by players per path: ``jaximp._tree_paths``;
 the games' Shapley values per bucket, by tables or quadrature: ``jaximp._tree_games``.
 """
 
