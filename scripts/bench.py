@@ -879,7 +879,7 @@ def section_notes(group: str) -> list[str]:
     return [
         "- check: shap 0.51's interventional values differ from both jaximp's and WOODELF's on these",
         "  XGBoost 3 and LightGBM 4 models (by ~11 on values of magnitude ~300); jaximp and WOODELF agree",
-        "  (LightGBM: 1.4e-4; XGBoost: 8e-4 on the first 50 rows, with jaximp's rows adding up to the",
+        "  (LightGBM: 6.5e-4; XGBoost: 8e-4 on the first 50 rows, with jaximp's rows adding up to the",
         "  prediction minus the background mean within 1.5e-3, and WOODELF off by up to 1.8 on a few rows).",
         "- Deep trees: a path's slots are its players (distinct features), not its edges: the LightGBM",
         "  paths of up to 31 edges read at most 22 features, 90% of them at most 13, and the per-leaf",
