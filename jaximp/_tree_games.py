@@ -282,7 +282,7 @@ def count_game_step(paths: Paths, taken: Array, other: Array, weight: Array) -> 
     The game of a row and a background row is zero when a player is missed by both; otherwise
     every slot the background row misses is in ``A`` (the row takes it) and every slot the row
     misses is in ``B``, so its Shapley values ``w+(|A|, |B|)`` and ``-w-(|A|, |B|)`` depend on
-    each row's own count of misses. Their Beta integrals (:func:`_interventional_weights`) by
+    each row's own count of misses. Their Beta integrals (:func:`interventional_table`) by
     quadrature make each a sum of ``Q`` products of a row's and a background row's factors: the
     pairs cost matrix products over slots and nodes, and no gather."""
     d = paths.z.shape[-1]

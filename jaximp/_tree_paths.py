@@ -33,7 +33,6 @@ from jaximp._tree_importance import subtree_sums
 from jaximp._tree_model import TreeEnsemble, leaf_paths, parents
 
 
-
 class Paths(NamedTuple):
     """Per-leaf path slots of every tree (a pytree; see the module docstring).
 

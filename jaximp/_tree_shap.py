@@ -239,9 +239,9 @@ def _group(part: Part) -> Part:
 
 
 def _bucket_pattern(u: Array, part: Part, d: int) -> Array | None:
-    """``i32[1, L_b, b]`` the patterns of a chunk of a bucket (grouped) over its ``d`` slots,
-    from :func:`_row_patterns`; None beyond an int32's bits."""
-    return (u[part.leaves[0]] & ((1 << d) - 1))[None] if d <= _BIT_DEPTH else None
+    """``i32[c, L_b, b]`` the patterns of a bucket's leaves ``part.leaves i32[c, L_b]`` over its
+    ``d`` slots, from :func:`_row_patterns`; None beyond an int32's bits."""
+    return u[part.leaves] & ((1 << d) - 1) if d <= _BIT_DEPTH else None
 
 
 def _taken(part: Part, u: Array, decisions: Array | None, d: int) -> Array:
@@ -381,7 +381,7 @@ def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Arr
     out = []
     for b, part in zip(kind.layout, plan.parts):
         if b.tables:
-            ub = u[part.leaves] & ((1 << b.depth) - 1)  # [n_b, L_b, n]
+            ub = _bucket_pattern(u, part, b.depth)  # [n_b, L_b, n]
             n_leaves = ub.shape[0] * ub.shape[1]
             index = (jnp.arange(n_leaves, dtype=jnp.int32).reshape(ub.shape[:2] + (1,)) << b.depth) + ub
             counts = jax.ops.segment_sum(jnp.broadcast_to(weight, ub.shape).reshape(-1), index.reshape(-1),
