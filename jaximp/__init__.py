@@ -23,31 +23,31 @@ Example:
     ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
 """
 
-from jaximp._catboost import from_catboost as from_catboost
-from jaximp._compile import enable_compilation_cache as enable_compilation_cache
-from jaximp._dropin import get_feature_importance as get_feature_importance
-from jaximp._files import explain_files as explain_files
-from jaximp._importance import interaction as interaction
-from jaximp._importance import prediction_values_change as prediction_values_change
-from jaximp._importance import split_importance as split_importance
-from jaximp._leaves import leaf_indices as leaf_indices
-from jaximp._leaves import predict as predict
-from jaximp._lightgbm import from_lightgbm as from_lightgbm
-from jaximp._loss_change import loss_function_change as loss_function_change
-from jaximp._model import ObliviousEnsemble as ObliviousEnsemble
-from jaximp._permutation import permutation_importance as permutation_importance
-from jaximp._shap import Explainer as Explainer
-from jaximp._shap import expected_value as expected_value
-from jaximp._shap import shap_importance as shap_importance
-from jaximp._shap import shap_interaction_importance as shap_interaction_importance
-from jaximp._shap import shap_interaction_values as shap_interaction_values
-from jaximp._shap import shap_values as shap_values
-from jaximp._sklearn import from_sklearn as from_sklearn
-from jaximp._soft import soft_leaf_probabilities as soft_leaf_probabilities
-from jaximp._soft import soft_predict as soft_predict
-from jaximp._soft import soft_shap_values as soft_shap_values
-from jaximp._tree_model import TreeEnsemble as TreeEnsemble
-from jaximp._xgboost import from_xgboost as from_xgboost
+from jaximp._frontends.compilation_cache import enable_compilation_cache as enable_compilation_cache
+from jaximp._frontends.dropin import get_feature_importance as get_feature_importance
+from jaximp._frontends.files import explain_files as explain_files
+from jaximp._importances.loss_change import loss_function_change as loss_function_change
+from jaximp._importances.model_importance import interaction as interaction
+from jaximp._importances.model_importance import prediction_values_change as prediction_values_change
+from jaximp._importances.model_importance import split_importance as split_importance
+from jaximp._importances.permutation import permutation_importance as permutation_importance
+from jaximp._importers.catboost import from_catboost as from_catboost
+from jaximp._importers.lightgbm import from_lightgbm as from_lightgbm
+from jaximp._importers.sklearn import from_sklearn as from_sklearn
+from jaximp._importers.xgboost import from_xgboost as from_xgboost
+from jaximp._leaves.predict import leaf_indices as leaf_indices
+from jaximp._leaves.predict import predict as predict
+from jaximp._models.oblivious import ObliviousEnsemble as ObliviousEnsemble
+from jaximp._models.trees import TreeEnsemble as TreeEnsemble
+from jaximp._shap.explainer import Explainer
+from jaximp._shap.soft import soft_leaf_probabilities as soft_leaf_probabilities
+from jaximp._shap.soft import soft_predict as soft_predict
+from jaximp._shap.soft import soft_shap_values as soft_shap_values
+from jaximp._shap.values import expected_value as expected_value
+from jaximp._shap.values import shap_importance as shap_importance
+from jaximp._shap.values import shap_interaction_importance as shap_interaction_importance
+from jaximp._shap.values import shap_interaction_values as shap_interaction_values
+from jaximp._shap.values import shap_values as shap_values
 
 __version__ = "0.1.0"
 

@@ -1,8 +1,8 @@
-"""``python -m jaximp``: see :mod:`jaximp._cli`."""
+"""``python -m jaximp``: see :mod:`jaximp._frontends.cli`."""
 
 import sys
 
-from jaximp._cli import main
+from jaximp._frontends.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -275,7 +275,7 @@ def categorical_workloads(_model, _ens, quick: bool) -> list[Workload]:
     import catboost
 
     import jaximp
-    from jaximp._inputs import as_features
+    from jaximp._rows.inputs import as_features
 
     model, ens = categorical_model(quick)
     frame, _ = categorical_rows(10_000 if quick else 100_000, seed=1)
@@ -380,7 +380,8 @@ def library_models(quick: bool) -> dict:
     booster.set_param({"nthread": threads})
     lgb = lightgbm.Booster(model_file=str(paths["lightgbm"]))
     prefix = lightgbm.Booster(model_str=lgb.model_to_string(num_iteration=min(100, n_trees)))
-    return dict(xgboost=booster, lightgbm=lgb, lightgbm_prefix=prefix, forest=pickle.loads(paths["forest"].read_bytes()))
+    forest = pickle.loads(paths["forest"].read_bytes())
+    return dict(xgboost=booster, lightgbm=lgb, lightgbm_prefix=prefix, forest=forest)
 
 
 def library_workloads(_model, _ens, quick: bool) -> list[Workload]:
@@ -394,7 +395,8 @@ def library_workloads(_model, _ens, quick: bool) -> list[Workload]:
     models = library_models(quick)
     threads = os.cpu_count()
     ours = dict(xgboost=jaximp.from_xgboost(models["xgboost"]), lightgbm=jaximp.from_lightgbm(models["lightgbm"]),
-                lightgbm_prefix=jaximp.from_lightgbm(models["lightgbm_prefix"]), forest=jaximp.from_sklearn(models["forest"]))
+                lightgbm_prefix=jaximp.from_lightgbm(models["lightgbm_prefix"]),
+                forest=jaximp.from_sklearn(models["forest"]))
     n_prefix = ours["lightgbm_prefix"].n_trees
     X, _ = explained_rows(1_000 if quick else 10_000, seed=7)
     X_lgb = X[: 500 if quick else 2_000]  # LightGBM's pred_contrib takes minutes on 10k rows of 127-leaf trees
@@ -755,7 +757,8 @@ def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str
         "  7e-5 (checked by hand with CatBoost on those rows and the full background).",
         "- Permutation importance draws its own row permutations, so it agrees with sklearn within",
         "  sampling error (the tests check that), not number for number.",
-        "- Timings on a shared 2-core virtual machine move by 20-50% between runs (the\n  machine's speed drifts over minutes); compare ratios, taken in the same run.",
+        "- Timings on a shared 2-core virtual machine move by 20-50% between runs (the\n  machine's speed drifts "
+        "over minutes); compare ratios, taken in the same run.",
         "- No GPU was lent to the sessions that wrote this: there are no GPU rows yet.",
     ]
     return "\n".join(lines) + "\n"
@@ -827,7 +830,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "BENCHMARKS.md"))
     args = parser.parse_args()
     results = run(args)
-    scaling = [] if args.only and "shap" not in args.only else background_scaling(*reference_model(args.quick), args.quick)
+    skip_scaling = args.only and "shap" not in args.only
+    scaling = [] if skip_scaling else background_scaling(*reference_model(args.quick), args.quick)
     scale = {}
     if not args.only or "scale" in args.only:
         scale = dict(compile=compile_times(args.quick), stream=stream_file(args.quick),

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import jaximp
-from jaximp._model import ObliviousEnsemble
+from jaximp._models.oblivious import ObliviousEnsemble
 
 KINDS = ("regression", "binary", "multiclass", "multiregression")
 
@@ -67,7 +67,7 @@ def make_data(kind: str, n: int = 400, n_features: int = 6, seed: int = 0, nan_f
 _LOSS = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass", "multiregression": "MultiRMSE"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def train(kind: str = "regression", depth: int = 4, iterations: int = 20, nan_mode: str = "Min",
           nan_fraction: float = 0.0, border_count: int = 32, weighted: bool = False, seed: int = 0,
           n: int = 400, n_features: int = 6):
@@ -83,7 +83,7 @@ def train(kind: str = "regression", depth: int = 4, iterations: int = 20, nan_mo
     return model, X, y, w
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def summed(kind: str = "regression", depths: tuple = (2, 5, 3)):
     """``catboost.sum_models`` of models of different depths: ``(model, X, y)``."""
     parts = [train(kind, depth=d, iterations=5, seed=i)[0] for i, d in enumerate(depths)]
@@ -98,7 +98,7 @@ def _release_compiled_programs():
     programs, each holding its own memory mappings; kept alive to the end, they exceed Linux's
     default limit of 65,530 mappings per process and XLA crashes in its next compilation."""
     yield
-    from jaximp import _batching
+    from jaximp._rows import batching as _batching
 
     _batching._compiled.cache_clear()
     jax.clear_caches()

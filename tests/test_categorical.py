@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 import jaximp
-from jaximp._categorical import cat_hash, hash_column
-from jaximp._permutation import _row_draws, as_key
+from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._rows.hashing import cat_hash, hash_column
 
 CAT = ["c0", "c1", "c2", "c3"]
 LONG = ["v" * k + str(k) for k in range(5, 150, 12)]  # strings of every CityHash length class
@@ -45,7 +45,8 @@ def make_frame(n: int, seed: int, unseen: bool = False) -> pd.DataFrame:
 
 def make_target(frame: pd.DataFrame, kind: str, seed: int = 0):
     rng = np.random.default_rng(seed)
-    signal = (frame.f0 + (frame.c0 == "a") + pd.to_numeric(frame.c1.str[1:], errors="coerce").fillna(0) / 20 + frame.c2 / 3
+    signal = (frame.f0 + (frame.c0 == "a") + pd.to_numeric(frame.c1.str[1:], errors="coerce").fillna(0) / 20
+              + frame.c2 / 3
               + frame.c3.str.len() % 3 + 0.3 * rng.normal(size=len(frame))).to_numpy()
     pair = pd.to_numeric(frame.c1.str[1:], errors="coerce").fillna(0) % 3 == 0
     signal = signal + 2.0 * (pair ^ (frame.c3.str.len() % 2 == 0)).to_numpy()  # c1 x c3
@@ -74,7 +75,7 @@ ZOO = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(name: str):
     """``(model reloaded from its JSON export, ens, frame, y)`` of a zoo model."""
     kind, options = ZOO[name]

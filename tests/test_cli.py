@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import jaximp
-from jaximp._cli import main, parser
+from jaximp._frontends.cli import main, parser
 
 NAMES = ["income", "age", "rooms", "floor", "year_built"]
 PNG_MIN_BYTES = 5000  # an empty 100-dpi figure is about 2 kB
@@ -189,7 +189,7 @@ def test_columns_by_position_leave_the_target_out(files):
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from jaximp._cli_explain import data_columns
+    from jaximp._frontends.explain import data_columns
 
     unnamed = jaximp.from_catboost(_train(files.X.to_numpy(), files.y, loss_function="RMSE", iterations=2))
     dataset = ds.dataset(pa.table({name: [1.0] for name in ["a", "b", "y", "c", "d", "e"]}))
@@ -301,7 +301,7 @@ def test_every_option_has_help_and_no_markup():
 def test_demo_saves_its_model_and_data_and_explains_them(tmp_path, capfd):
     from sklearn.datasets import load_diabetes
 
-    from jaximp._cli import explain_demo
+    from jaximp._frontends.demo import explain_demo
 
     data = load_diabetes(as_frame=True)
     X, y = data.data.astype(np.float32), data.target.to_numpy()
@@ -329,7 +329,7 @@ def test_demo_command(tmp_path):
 def test_sample_rows_takes_the_rows_asked_across_batches():
     import pyarrow as pa
 
-    from jaximp._cli_explain import sample_rows
+    from jaximp._frontends.explain import sample_rows
 
     table = pa.table({"a": np.arange(1000), "b": np.arange(1000) * 2.0})
     rows = np.sort(np.random.default_rng(0).choice(1000, 77, replace=False))

@@ -15,7 +15,7 @@ import pytest
 from conftest import KINDS, make_data, summed, train
 
 import jaximp
-from jaximp._leaves import quantize, raw_prediction
+from jaximp._leaves.oblivious import quantize, raw_prediction
 
 
 def catboost_raw(model, X):

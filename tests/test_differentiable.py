@@ -47,7 +47,7 @@ def to64(ens):
         lambda a: jnp.asarray(a, jnp.float64) if jnp.issubdtype(jnp.asarray(a).dtype, jnp.floating) else a, ens)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(name):
     """``(ens float64, data dict(X, y, background, sample_weight))`` of a small model."""
     if name == "oblivious":  # CatBoost, 10 trees of depth 3

@@ -22,8 +22,8 @@ from conftest import train
 from test_categorical import CAT, make_frame, make_target
 
 import jaximp
-from jaximp import _dropin
-from jaximp._dropin import get_feature_importance
+from jaximp import get_feature_importance
+from jaximp._frontends import dropin as _dropin
 
 N_ROWS, N_REFERENCE = 12, 8
 
@@ -337,7 +337,8 @@ def test_cache_builds_once_and_rebuilds_after_refit(monkeypatch):
     (dict(type="ShapInteractionValues", data="X", reference_data="X"), ValueError, "reference_data must be None"),
     (dict(type="ShapValues", data="X", reference_data="X", shap_calc_type="Exact"), ValueError,
      "shap_calc_type must be 'Regular' with reference_data"),
-    (dict(type="ShapInteractionValues", data="X", shap_calc_type="Exact"), ValueError, "shap_calc_type must be 'Regular'"),
+    (dict(type="ShapInteractionValues", data="X", shap_calc_type="Exact"), ValueError,
+     "shap_calc_type must be 'Regular'"),
     (dict(type="LossFunctionChange", data="X", shap_calc_type="Exact"), ValueError, "path-dependent"),
     (dict(type="Interaction", shap_calc_type="Exact"), ValueError, "uses no SHAP values"),
     (dict(type="ShapValues", data="X", interaction_indices=[0, 1]), ValueError, "interaction_indices must be None"),

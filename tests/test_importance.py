@@ -22,7 +22,7 @@ import pytest
 from conftest import make_data, summed, train
 
 import jaximp
-from jaximp._importance import interaction, prediction_values_change, split_importance
+from jaximp import interaction, prediction_values_change, split_importance
 
 RTOL, ATOL = 1e-5, 1e-4
 

@@ -28,8 +28,8 @@ import dataclasses
 import functools
 import itertools
 import math
-import re
 import os
+import re
 import subprocess
 import sys
 
@@ -40,8 +40,8 @@ import shap
 from conftest import make_data
 
 import jaximp
-from jaximp._lightgbm import tree_ensemble_from_text
-from jaximp._permutation import _row_draws, as_key
+from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._importers.lightgbm import tree_ensemble_from_text
 
 RTOL = 1e-5
 slow = pytest.mark.slow
@@ -62,7 +62,7 @@ def params(objective, **extra):
                    deterministic=True), **extra}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(name, n_features=6, rounds=12, num_leaves=15):
     """``(Booster, X f32 with NaN, y)``."""
     kind, extra = GRID[name]
@@ -262,7 +262,7 @@ def test_brute_force(name, interventional):
         assert_close(contributions(booster, x)[0], expected)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def deep_booster():
     """255 leaves, no depth limit: trees deeper than 20, whose paths read up to 13 of 20 features
     (more players than the path-dependent tables take)."""
@@ -292,7 +292,7 @@ def test_deep_trees_against_pred_contrib():
 def test_path_players_count_the_features_on_each_path():
     """A leaf's slots are the distinct features on its path in LightGBM's own tree dump (paths of
     21 edges read at most 13 features)."""
-    from jaximp._tree_paths import path_players
+    from jaximp._shap.paths import path_players
 
     booster = deep_booster()[0]
     expected = np.zeros((booster.num_trees(), 255), np.int32)
@@ -315,7 +315,7 @@ def test_path_players_count_the_features_on_each_path():
 def test_bucket_leaves_hold_every_leaf_once():
     """The buckets of players per path, in chunks of leaves, hold each leaf with a split exactly
     once, whatever the chunk sizes, and their depth covers its players."""
-    from jaximp._tree_paths import bucket_leaves, path_players, plan_layout
+    from jaximp._shap.paths import bucket_leaves, path_players, plan_layout
 
     ens = jaximp.from_lightgbm(deep_booster()[0])
     lengths = path_players(ens)
@@ -337,7 +337,7 @@ def test_bucket_leaves_hold_every_leaf_once():
 def test_deep_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
     """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
     leaf and in the default layout's buckets of their own depths."""
-    import jaximp._tree_shap as tree_shap
+    import jaximp._shap.trees as tree_shap
 
     booster, X = deep_booster()
     layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)
@@ -488,7 +488,7 @@ THRESHOLDS = [0.0, ZERO, -ZERO, 1e-36, -1e-36, 1e-35, -1e-35, 0.3, -0.3, 0.12345
               float(np.nextafter(F32(-ZERO), F32(-1))), float(np.nextafter(F32(ZERO), F32(1)))]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stump_text():
     X = np.random.default_rng(0).normal(size=(300, 2)).astype(np.float32)
     booster = lgb.train(params("regression", num_leaves=2, min_data_in_leaf=5), lgb.Dataset(X, X[:, 0]),

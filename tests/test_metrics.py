@@ -15,8 +15,8 @@ from conftest import train
 from scipy.special import expit, softmax
 
 import jaximp
-from jaximp import _metrics as m
-from jaximp._inputs import as_weights
+from jaximp._importances import metrics as m
+from jaximp._rows.inputs import as_weights
 
 RTOL, ATOL = 1e-5, 1e-6
 N, K = 300, 3
@@ -79,8 +79,11 @@ def _multiclass_data(rng, ties):
 
 
 def _binary_oracles():
-    proba = lambda raw: expit(np.float64(raw))
-    label = lambda raw: (raw > 0).astype(int)
+    def proba(raw):
+        return expit(np.float64(raw))
+
+    def label(raw):
+        return (raw > 0).astype(int)
     return {
         "accuracy": lambda y, raw, w: skm.accuracy_score(y, label(raw), sample_weight=w),
         "balanced_accuracy": lambda y, raw, w: skm.balanced_accuracy_score(y, label(raw), sample_weight=w),
@@ -97,8 +100,11 @@ def _binary_oracles():
 
 
 def _multiclass_oracles():
-    proba = lambda raw: softmax(np.float64(raw), axis=1)
-    label = lambda raw: np.argmax(raw, axis=1)
+    def proba(raw):
+        return softmax(np.float64(raw), axis=1)
+
+    def label(raw):
+        return np.argmax(raw, axis=1)
     return {
         "accuracy": lambda y, raw, w: skm.accuracy_score(y, label(raw), sample_weight=w),
         "balanced_accuracy": lambda y, raw, w: skm.balanced_accuracy_score(y, label(raw), sample_weight=w),

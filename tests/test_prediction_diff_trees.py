@@ -2,7 +2,7 @@
 
 Oracle: CatBoost's ``get_feature_importance(type="PredictionDiff")`` on the model reloaded from
 its JSON export (CatBoost's reference for non-symmetric trees; a freshly trained model stores
-some leaves on their parent node and its numbers differ, see ``jaximp._prediction_diff``).
+some leaves on their parent node and its numbers differ, see ``jaximp._importances.prediction_diff``).
 
 The row pairs exercise each quirk of CatBoost's walk (compare_documents.cpp,
 ``CalcNonSymmetricIndicatorCoefficients``): random pairs, a row with itself (equal predictions),
@@ -26,7 +26,7 @@ from conftest import json_reloaded, make_data
 
 import jaximp
 from jaximp import get_feature_importance
-from jaximp._tree_catboost import tree_ensemble_from_json
+from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 GRID = [  # (kind, loss, grow_policy, max_leaves, nan_mode)
     ("regression", "RMSE", "Depthwise", None, "Min"),
@@ -36,7 +36,7 @@ GRID = [  # (kind, loss, grow_policy, max_leaves, nan_mode)
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(kind, loss, grow_policy, max_leaves, nan_mode):
     """``(ens, CatBoost model reloaded from JSON, X)``: X has 5% NaN."""
     X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)

@@ -24,7 +24,7 @@ import pytest
 from conftest import make_data, train
 
 import jaximp
-from jaximp import _batching
+from jaximp._rows import batching as _batching
 
 
 def tree_model(tmp_path_factory, kind="multiclass"):
@@ -298,7 +298,7 @@ def test_explain_files_streams_parquet_like_memory(ensemble, tmp_path, capfd):
     written = pq.read_table(out).to_pandas()
     k = ens.n_outputs
     assert len(written) == len(X) and list(written.columns[:k]) == [f"shap_{ens.feature_names[0]}_{c}"
-                                                                   for c in jaximp._files.output_labels(ens)]
+                                                                   for c in jaximp._frontends.files.output_labels(ens)]
     shap = written.filter(like="shap_").to_numpy().reshape(len(X), ens.n_features, k)
     np.testing.assert_array_equal(shap, jaximp.shap_values(ens, X))
     np.testing.assert_array_equal(written.filter(like="prediction_").to_numpy(), jaximp.predict(ens, X))
@@ -407,7 +407,7 @@ def test_importances_with_targets_live_where_the_rows_are(ensemble):
 def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch, tmp_path_factory):
     """TreeEnsemble SHAP sizes its steps for CPU caches on CPUs only; the accelerator choice (wider
     row steps, more trees per chunk), run here on the CPU, gives the same values."""
-    from jaximp import _tree_shap
+    from jaximp._shap import trees as _tree_shap
 
     ens, X = tree_model(tmp_path_factory)
     kind = _tree_shap.Kind("path", _tree_shap._layout(ens, "path")[0])

@@ -36,7 +36,7 @@ from sklearn.inspection import permutation_importance as sklearn_permutation_imp
 from sklearn.linear_model import LinearRegression
 
 import jaximp
-from jaximp._permutation import _row_draws, as_key
+from jaximp._importances.permutation import _row_draws, as_key
 
 RTOL = 1e-5
 
@@ -73,7 +73,7 @@ def assert_close(got, expected, rtol=RTOL):
     np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=rtol, atol=rtol * magnitude)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fitted(name, n=300, n_features=6):
     """``(model, ensemble, X f32 with NaN where the model takes them, y)``."""
     make, kind, nan = MODELS[name]
@@ -92,7 +92,7 @@ def rows(X, n=60, seed=3):
 
 
 def raw_output(model, X):
-    """The output the ensemble reproduces (see jaximp._sklearn)."""
+    """The output the ensemble reproduces (see jaximp._importers.sklearn)."""
     if isinstance(model, (ensemble.GradientBoostingClassifier, ensemble.HistGradientBoostingClassifier)):
         return model.decision_function(X)
     if hasattr(model, "predict_proba"):

@@ -29,14 +29,13 @@ import pytest
 import shap
 from conftest import json_reloaded, make_data
 
-from jaximp._tree_catboost import tree_ensemble_from_json
-from jaximp._tree_importance import tree_prediction_values_change
-from jaximp._tree_leaves import tree_leaf_indices, tree_predict
-from jaximp._tree_shap import (
-    tree_expected_value,
-    tree_shap_interaction_values,
-    tree_shap_values,
-)
+from jaximp import expected_value as tree_expected_value
+from jaximp import leaf_indices as tree_leaf_indices
+from jaximp import predict as tree_predict
+from jaximp import prediction_values_change as tree_prediction_values_change
+from jaximp import shap_interaction_values as tree_shap_interaction_values
+from jaximp import shap_values as tree_shap_values
+from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 _LOSS = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass"}
 GRID = [  # (kind, grow_policy, depth, max_leaves, nan_mode)
@@ -56,7 +55,7 @@ def assert_close(got, expected, rtol=1e-5):
     np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=rtol, atol=rtol * magnitude)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(kind, grow_policy, depth, max_leaves, nan_mode, iterations=12, n_features=6):
     """``(json dict, CatBoost model reloaded from that JSON, X with NaN)``."""
     X, y = make_data(kind, n=600, n_features=n_features, nan_fraction=0.05)
@@ -271,7 +270,9 @@ def brute_force(model_json, x, background=None):
         return np.atleast_1d(np.asarray(n["value"], np.float64))
 
     def features(n):
-        return set() if "value" in n else {n["split"]["float_feature_index"]} | features(n["left"]) | features(n["right"])
+        if "value" in n:
+            return set()
+        return {n["split"]["float_feature_index"]} | features(n["left"]) | features(n["right"])
 
     for tree in model_json["trees"]:
         players = sorted(features(tree))
@@ -295,7 +296,8 @@ def brute_force(model_json, x, background=None):
 def check_brute_force(grow_policy, interventional):
     """SHAP values of a tiny model (3 trees of depth 3, 4 features) against :func:`brute_force`;
     ``(ens, rows, values)``."""
-    case = ("multiclass" if interventional else "regression", grow_policy, 3, 6 if grow_policy == "Lossguide" else None, "Max")
+    kind = "multiclass" if interventional else "regression"
+    case = (kind, grow_policy, 3, 6 if grow_policy == "Lossguide" else None, "Max")
     model_json, _, X = trained(*case, iterations=3, n_features=4)
     ens = tree_ensemble_from_json(model_json)
     x = rows(X, 10)
@@ -336,7 +338,7 @@ def test_interaction_values_against_catboost(case):
 @pytest.fixture
 def no_tables(monkeypatch):
     """Force the deep-tree kernels (quadrature, count formula) on shallow trees."""
-    import jaximp._tree_shap as tree_shap
+    import jaximp._shap.trees as tree_shap
 
     monkeypatch.setattr(tree_shap, "MAX_TABLE_DEPTH", 0)
     monkeypatch.setattr(tree_shap, "MAX_PAIR_DEPTH", 0)
@@ -353,7 +355,7 @@ DEEP_DEFAULT = {("Depthwise", False, True), ("Lossguide", True, True), ("Lossgui
 def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, interventional):
     """The deep kernels against brute-force Shapley on tiny trees, with the rows' slot bits read
     from int32 patterns or counted over the path's edges (trees deeper than 30)."""
-    import jaximp._tree_shap as tree_shap
+    import jaximp._shap.trees as tree_shap
 
     if not bits:
         monkeypatch.setattr(tree_shap, "_BIT_DEPTH", 0)
@@ -371,7 +373,7 @@ def test_interventional_tables_against_pairs(d):
     ``u`` met by every background pattern ``q``; the game is zero unless ``q`` holds the slots
     ``X = ~u`` the row misses, and then ``w+(a, b) = (a-1)! b! / (a+b)!`` and
     ``w-(a, b) = a! (b-1)! / (a+b)!`` with ``a = D - |q|``, ``b = |X|``."""
-    from jaximp._tree_games import interventional_table
+    from jaximp._shap.games import interventional_table
 
     rng = np.random.default_rng(d)
     dist = rng.random((2, 1 << d)) * (rng.random((2, 1 << d)) < 0.5)
@@ -431,7 +433,7 @@ def test_deep_oblivious_models_against_catboost(kind, categorical):
     import pandas as pd
 
     import jaximp
-    from jaximp._tree_model import from_oblivious
+    from jaximp._models.trees import from_oblivious
 
     X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])

@@ -24,9 +24,9 @@ from conftest import json_reloaded
 from test_categorical import CAT, assert_close, catboost_shap, explained, make_frame, make_target, pool
 
 import jaximp
-from jaximp._inputs import as_features
-from jaximp._tree_catboost import evaluated_from_pool
-from jaximp._tree_model import leaf_paths
+from jaximp._frontends.pool_rows import evaluated_from_pool
+from jaximp._models.trees import leaf_paths
+from jaximp._rows.inputs import as_features
 
 _LOSS = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass"}
 
@@ -43,7 +43,7 @@ CATEGORICAL_SPLITS = {"depthwise_one_hot": {"OneHotFeature"}, "depthwise_ctr": {
                       "lossguide_mixed": {"OneHotFeature", "OnlineCtr"}, "lossguide_ctr_complexity": {"OnlineCtr"}}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(name: str):
     """``(model, model reloaded from its JSON export, its JSON, ens, training frame, y)``."""
     kind, grow_policy, options = ZOO[name]

@@ -37,8 +37,8 @@ from test_categorical import trained as oblivious_trained
 from test_trees_categorical import ZOO, raw, trained
 
 import jaximp
-from jaximp._permutation import _row_draws, as_key
-from jaximp._tree_catboost import tree_ensemble_from_json
+from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 _METRIC = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass"}
 
@@ -57,7 +57,7 @@ def unrolled(tree: dict, n_outputs: int) -> dict:
     return node(len(splits) - 1, 0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def combinations(name: str):
     """``(oblivious model, the same trees as a non-symmetric model reloaded by CatBoost, its ens)``
     of a binary oblivious zoo model with CTRs over combinations."""

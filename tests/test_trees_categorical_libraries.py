@@ -39,9 +39,9 @@ import xgboost as xgb
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
 import jaximp
-import jaximp._tree_categories
-from jaximp._inputs import as_features
-from jaximp._permutation import _row_draws, as_key
+import jaximp._models.categories
+from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._rows.inputs import as_features
 
 RTOL = 1e-5
 STRINGS = [f"s{i}" for i in (3, 0, 7, 1, 9, 4, 2, 8, 6, 5)]  # category order != sorted order
@@ -78,7 +78,7 @@ def frame(n, seed, library, unseen=False):
     return pd.DataFrame({"a": a, "b": b, "c": c, "d": values}), y, labels
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(case):
     """``(library model, ens, training frame, y)`` of a case."""
     library, kind = case.split("-")
@@ -350,7 +350,7 @@ def test_frames_the_libraries_refuse():
 def test_bitsets_past_the_memory_bound_are_refused(monkeypatch):
     """Category codes in the millions would need bitsets of millions of bits at every node."""
     model, _, _, _ = trained("lightgbm-reg")
-    monkeypatch.setattr(jaximp._tree_categories, "MAX_CATEGORY_WORDS", 64)
+    monkeypatch.setattr(jaximp._models.categories, "MAX_CATEGORY_WORDS", 64)
     with pytest.raises(ValueError, match=r"from_lightgbm: the model's categorical splits read category codes up "
                                          r"to \d+, whose bitsets take \d+ x \d+ x \d+ words, more than jaximp holds"):
         jaximp.from_lightgbm(model)

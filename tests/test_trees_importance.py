@@ -29,8 +29,8 @@ from conftest import json_reloaded, make_data
 from sklearn.inspection import permutation_importance as sklearn_permutation_importance
 
 import jaximp
-from jaximp._permutation import _row_draws, as_key
-from jaximp._tree_catboost import tree_ensemble_from_json
+from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 RTOL, ATOL = 1e-5, 1e-5
 _LOSS = {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass"}
@@ -42,7 +42,7 @@ GRID = [  # (kind, grow_policy, depth, max_leaves, nan_mode)
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(kind, grow_policy, depth, max_leaves, nan_mode):
     """``(ens, CatBoost model reloaded from JSON, X with NaN, y, weights, json dict)``."""
     X, y = make_data(kind, n=500, n_features=6, nan_fraction=0.05)
@@ -238,7 +238,7 @@ def test_unused_features_get_exactly_zero():
 def test_dropin_takes_non_symmetric_models():
     """get_feature_importance of a freshly trained Depthwise model object: CatBoost's layouts, and
     the numbers of that model reloaded from its JSON export (CatBoost's trained-model walk for
-    Interaction and its SHAP differ, see jaximp._tree_interaction)."""
+    Interaction and its SHAP differ, see jaximp._importances.interaction_trees)."""
     X, y = make_data("regression", n=300, nan_fraction=0.05)
     trained_model = catboost.CatBoostRegressor(iterations=8, depth=5, grow_policy="Depthwise", random_seed=0,
                                                verbose=0, thread_count=1, allow_writing_files=False).fit(X, y)
@@ -298,7 +298,7 @@ def test_split_importance_equals_the_oblivious_definition_on_the_unrolled_trees(
     """A symmetric model unrolled into general trees (``from_oblivious``: the same nodes that
     the oblivious definition counts) has the same split statistics; gains and covers computed
     from leaf weights, as for CatBoost's non-symmetric models."""
-    from jaximp._tree_model import from_oblivious
+    from jaximp._models.trees import from_oblivious
 
     X, y = make_data(kind, n=400, n_features=5, seed=3)
     cls = catboost.CatBoostClassifier if kind == "multiclass" else catboost.CatBoostRegressor

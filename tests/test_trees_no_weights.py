@@ -10,7 +10,7 @@ JSON file; ``model.get_leaf_weights()`` then returns uninitialised memory.)
 Oracle: CatBoost's ``get_feature_importance`` on that model. Its numbers are path-dependent SHAP
 with the leaf counts of the explained rows, except that its recursion over non-symmetric trees
 (``CalcNonObliviousInternalShapValuesForLeafRecursive``, shap_values.cpp) never enters a child
-of zero weight: leaves no explained row reaches drop out (``jaximp._tree_shap.covered``). Without
+of zero weight: leaves no explained row reaches drop out (``jaximp._shap.trees.covered``). Without
 that rule the values differ by up to ~0.2 (``test_unreached_leaves_drop_out``).
 
 Tolerance: float32 tables against CatBoost's float64, values of magnitude ~1-5 (PVC ~100):
@@ -33,7 +33,7 @@ from conftest import make_data
 
 import jaximp
 from jaximp import get_feature_importance
-from jaximp._tree_catboost import tree_ensemble_from_json
+from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 GRID = [  # (kind, loss, grow_policy, max_leaves)
     ("regression", "RMSE", "Depthwise", None),
@@ -48,7 +48,7 @@ def _strip(node):
         _strip(node["right"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(kind, loss, grow_policy, max_leaves):
     """``(ens without weights, CatBoost model loaded from that JSON, its path, X, y)``."""
     X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)
@@ -138,7 +138,8 @@ def test_unreached_leaves_drop_out(case):
     assert (~reached).any()
     moved = jnp.where(jnp.asarray(reached)[..., None], ens.leaf_values, ens.leaf_values + 5.0)
     other = dataclasses.replace(ens, leaf_values=moved)
-    np.testing.assert_array_equal(np.asarray(jaximp.shap_values(other, rows)), np.asarray(jaximp.shap_values(ens, rows)))
+    np.testing.assert_array_equal(np.asarray(jaximp.shap_values(other, rows)),
+                                  np.asarray(jaximp.shap_values(ens, rows)))
 
 
 @pytest.mark.parametrize("kind", ["PredictionValuesChange", "ShapValues", "LossFunctionChange"])

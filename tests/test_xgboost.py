@@ -37,7 +37,7 @@ from conftest import make_data
 from sklearn.metrics import log_loss, root_mean_squared_error
 
 import jaximp
-from jaximp._permutation import _row_draws, as_key
+from jaximp._importances.permutation import _row_draws, as_key
 
 RTOL = 1e-5
 TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
@@ -66,7 +66,7 @@ def data(kind, n=400, n_features=6, seed=0):
     return X, y
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained(name, rounds=8):
     """``(Booster, ens, X)`` for a case of GRID."""
     kind, params = GRID[name]

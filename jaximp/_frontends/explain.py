@@ -1,0 +1,367 @@
+"""``jaximp explain``: a model file and a CSV or Parquet file in; importances, SHAP values, plots
+and a report out.
+
+The SHAP values stream through :func:`jaximp.explain_files` (record batch by record batch, memory
+bounded whatever the rows); the importances that need targets (permutation importance,
+LossFunctionChange) take the first ``target_rows`` rows in memory; the beeswarm plot a fixed
+random sample of rows, read back in one more streamed pass. Every step is timed for the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaximp._frontends.files import dataset_of, explain_files, output_labels, output_names
+from jaximp._frontends.report import MAX_SUMMARIES, describe_model, write_plots, write_report
+from jaximp._importances.loss_change import loss_function_change
+from jaximp._importances.model_importance import interaction, prediction_values_change
+from jaximp._importances.permutation import permutation_importance
+from jaximp._importers.catboost import from_catboost
+from jaximp._importers.lightgbm import from_lightgbm
+from jaximp._importers.xgboost import from_xgboost
+from jaximp._models.ensemble import has_real_names
+from jaximp._rows.inputs import as_features
+
+# file name suffix -> the library whose model files use it
+_SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM"}
+SUMMARY_POINTS = 2000  # rows drawn in the beeswarm plot
+_MODEL_ONLY = {"interaction": interaction, "prediction_values_change": prediction_values_change}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What ``jaximp explain`` was asked to do (the command line's arguments)."""
+
+    model: str
+    data: str
+    out: str
+    method: str | None = None
+    background: str | None = None
+    target: str | None = None
+    target_rows: int = 100_000
+    repeats: int = 5
+    seed: int = 0
+    batch_rows: int | None = None
+    device: str | None = None
+    progress: bool = True
+
+
+class Run:
+    """Timings and notes gathered along a run, for the report."""
+
+    def __init__(self):
+        self.timings: list[tuple[str, float]] = []
+        self.notes: list[str] = []
+
+    def timed(self, step: str, fn, *args, **kwargs):
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        self.timings.append((step, time.perf_counter() - start))
+        return result
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+def load_model(path: str) -> tuple[Any, str]:
+    """``(ensemble, library name)`` of a CatBoost (.cbm, .json), XGBoost (.json, .ubj) or
+    LightGBM (.txt) model file, told apart by the suffix and, for JSON, by the content."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"MODEL {path!r}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(64)
+    suffix = os.path.splitext(path)[1].lower()
+    library = _SUFFIXES.get(suffix)
+    if library is None and head.startswith(b"CBM1"):
+        library = "CatBoost"
+    elif library is None and head.startswith(b"tree\n"):
+        library = "LightGBM"
+    elif library is None and (suffix == ".json" or head.lstrip().startswith(b"{")):
+        library = _json_library(path)
+    if library == "CatBoost":
+        return from_catboost(path), library
+    if library == "XGBoost":
+        return from_xgboost(path), library
+    if library == "LightGBM":
+        return from_lightgbm(path), library
+    raise ValueError(f"MODEL {path!r} is not a model file jaximp reads: CatBoost (.cbm, .json), XGBoost "
+                     "(.json, .ubj) or LightGBM (.txt); save scikit-learn models' trees with jaximp.from_sklearn "
+                     "in Python")
+
+
+def _json_library(path: str) -> str | None:
+    """``"XGBoost"``, ``"CatBoost"`` or None for a JSON or UBJSON file, by its top-level keys."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if path.lower().endswith(".json"):
+            raise ValueError(f"MODEL {path!r} is not a readable JSON model file ({e})") from None
+        return "XGBoost" if data[:1] == b"{" else None  # UBJSON, which only XGBoost writes
+    if isinstance(document, dict) and "learner" in document:
+        return "XGBoost"
+    if isinstance(document, dict) and ({"oblivious_trees", "trees", "features_info"} & set(document)):
+        return "CatBoost"
+    return None
+
+
+def data_columns(dataset: Any, ens: Any, target: str | None, what: str, path: str) -> list[str]:
+    """The columns of ``dataset`` holding the model's features, in the model's order: its
+    feature names when it has them, else every column but ``target``, in the file's order."""
+    names = list(dataset.schema.names)
+    if has_real_names(ens):
+        missing = [name for name in ens.feature_names if name not in names]
+        if missing:
+            raise ValueError(f"{what} {path!r} lacks {len(missing)} of the model's feature columns: "
+                             f"{_listed(missing)} (it has {_listed(names)})")
+        return list(ens.feature_names)
+    columns = [name for name in names if name != target]
+    if len(columns) != ens.n_features:
+        raise ValueError(f"{what} {path!r} has {len(columns)} feature columns"
+                         f"{' besides the target' if target in names else ''}; the model takes {ens.n_features} "
+                         "(its features have no names, so columns are matched by position)")
+    return columns
+
+
+def _listed(names: list[str], most: int = 8) -> str:
+    shown = ", ".join(repr(n) for n in names[:most])
+    return f"[{shown}{', ...' if len(names) > most else ''}]"
+
+
+def first_rows(dataset: Any, columns: list[str], limit: int):
+    """The first ``limit`` rows of ``dataset``'s ``columns`` as a pandas DataFrame (streamed)."""
+    return dataset.head(limit, columns=columns).to_pandas()
+
+
+def sample_rows(batches: Any, rows: np.ndarray):
+    """The rows at the sorted indices ``rows`` of a stream of record batches, as a DataFrame: one
+    pass, holding only the rows taken."""
+    import pyarrow as pa
+
+    taken, offset = [], 0
+    for batch in batches:
+        lo, hi = np.searchsorted(rows, [offset, offset + batch.num_rows])
+        if hi > lo:
+            taken.append(pa.Table.from_batches([batch.take(pa.array(rows[lo:hi] - offset))]))
+        offset += batch.num_rows
+    return pa.concat_tables(taken).to_pandas()
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """The model and the data of a run, read and checked."""
+
+    ens: Any
+    library: str
+    dataset: Any  # pyarrow.dataset.Dataset of DATA
+    columns: list[str]  # DATA's columns holding the model's features, in the model's order
+    background: Any  # pandas DataFrame or None
+
+
+def explain(options: Options) -> str:
+    """Run ``jaximp explain`` with ``options``; the path of the report written."""
+    run, started = Run(), time.perf_counter()
+    method = _method(options)
+    device = _device(options.device)
+    devices = None if options.device is None else [device]
+    with jax.default_device(device):
+        inputs = _read_inputs(run, options)
+        if os.path.exists(options.out) and not os.path.isdir(options.out):
+            raise ValueError(f"--out {options.out!r} is a file; it must be a directory (created if missing)")
+        os.makedirs(options.out, exist_ok=True)
+        importances, target_rows = _importances(run, inputs, options, devices)
+        shap_path = os.path.join(options.out, "shap.parquet")
+        run.say(f"SHAP values ({method}): {options.data} -> {shap_path}")
+        mean_abs, n_rows = run.timed(f"SHAP values ({method}), streamed to shap.parquet", _stream_shap, inputs,
+                                     options, method, shap_path, devices)
+        interaction = _model_only(run, "Interaction", "interaction", inputs.ens)
+
+    ens, labels = inputs.ens, output_labels(inputs.ens)
+    table = importance_table(inputs.columns, mean_abs, labels, importances)
+    write_csv(os.path.join(options.out, "importances.csv"), table)
+    if len(labels) > MAX_SUMMARIES:
+        run.notes.append(f"SHAP summary plots of the first {MAX_SUMMARIES} of the {len(labels)} outputs only.")
+    sample = run.timed("read a sample of rows for the beeswarm plot", _summary_sample, inputs.dataset,
+                       inputs.columns, shap_path, n_rows)
+    plots = run.timed("plots", write_plots, options.out, inputs.columns, table, labels, _shap_columns(ens),
+                      interaction, sample, n_rows, "class" if ens.class_names else "output")
+    run.timings.append(("total", time.perf_counter() - started))
+    context = dict(options=options, library=inputs.library, ens=ens, n_rows=n_rows, method=method, labels=labels,
+                   background_rows=None if inputs.background is None else len(inputs.background),
+                   target_rows=target_rows, device=_device_name(device), plots=plots)
+    return write_report(os.path.join(options.out, "report.md"), table, run, context)
+
+
+def _method(options: Options) -> str:
+    """The SHAP method: ``--method``, else interventional with ``--background``, else path_dependent."""
+    method = options.method or ("interventional" if options.background else "path_dependent")
+    if method == "interventional" and options.background is None:
+        raise ValueError("--method interventional needs --background FILE (the rows to average over)")
+    if options.background is not None and method != "interventional":
+        raise ValueError(f"--background is used only by --method interventional; got --method {method}")
+    return method
+
+
+def _read_inputs(run: Run, options: Options) -> Inputs:
+    """The model, DATA's columns (its first rows checked against the model) and the background,
+    every mismatch a ``ValueError`` before any long computation."""
+    ens, library = run.timed("load the model", load_model, options.model)
+    run.say(f"model: {options.model} ({library}, {describe_model(ens)})")
+    dataset = dataset_of(options.data, "DATA")
+    if options.target is not None and options.target not in dataset.schema.names:
+        raise ValueError(f"--target {options.target!r} is not a column of DATA {options.data!r} "
+                         f"(it has {_listed(list(dataset.schema.names))})")
+    columns = data_columns(dataset, ens, options.target, "DATA", options.data)
+    _check_rows(ens, first_rows(dataset, columns, 256), options.data)
+    background = None
+    if options.background is not None:
+        source = dataset_of(options.background, "--background")
+        chosen = data_columns(source, ens, options.target, "--background", options.background)
+        background = run.timed("read the background", lambda: source.to_table(columns=chosen).to_pandas())
+    return Inputs(ens, library, dataset, columns, background)
+
+
+def _importances(run: Run, inputs: Inputs, options: Options, devices: Any) -> tuple[dict[str, np.ndarray], int]:
+    """``({importances.csv column: f[F]}, rows used for the target's importances)``:
+    PredictionValuesChange where the model defines it, and with ``--target`` permutation
+    importance and LossFunctionChange."""
+    importances = {}
+    pvc = _model_only(run, "PredictionValuesChange", "prediction_values_change", inputs.ens)
+    if pvc is not None:
+        importances["prediction_values_change"] = pvc
+    target_rows = 0
+    if options.target is not None:
+        target_rows = _with_target(run, inputs.ens, inputs.dataset, inputs.columns, options, devices, importances)
+    return importances, target_rows
+
+
+def _stream_shap(inputs: Inputs, options: Options, method: str, shap_path: str, devices: Any):
+    """``(mean |SHAP| f32[F] or f32[F, K], rows)`` with every row's SHAP values written to
+    ``shap_path`` batch by batch (:func:`jaximp.explain_files`)."""
+    import pyarrow.parquet as pq
+
+    mean_abs = explain_files(inputs.ens, options.data, out=shap_path, method=method,
+                                    background=inputs.background, columns=inputs.columns,
+                                    batch_rows=options.batch_rows, progress=options.progress, devices=devices)
+    return mean_abs, pq.ParquetFile(shap_path).metadata.num_rows
+
+
+def _shap_columns(ens: Any) -> list[list[str]]:
+    """For each output, the F columns of ``shap.parquet`` holding its SHAP values."""
+    names, k = output_names(ens)[0], ens.n_outputs  # [F, K] in order
+    return [names[j::k] for j in range(k)]
+
+
+def _device(kind: str | None):
+    """The JAX device for ``--device``: ``None`` (JAX's default), ``"cpu"`` or ``"gpu"``."""
+    if kind is None:
+        return jax.devices()[0]
+    try:
+        return jax.devices(kind)[0]
+    except RuntimeError:
+        raise ValueError(f"--device {kind}: JAX sees no {kind.upper()} on this machine (install JAX with GPU "
+                         "support, e.g. pip install 'jax[cuda12]', or use --device cpu)") from None
+
+
+def _device_name(device: Any) -> str:
+    """``"cpu"``, ``"gpu (NVIDIA H100 80GB HBM3)"``."""
+    kind = str(getattr(device, "device_kind", ""))
+    return device.platform if kind.lower() in ("", device.platform) else f"{device.platform} ({kind})"
+
+
+def _check_rows(ens: Any, head: Any, path: str) -> None:
+    """A clear error before the long run when DATA's first rows do not fit the model."""
+    if not len(head):
+        raise ValueError(f"DATA {path!r} holds no rows")
+    as_features(head, ens, "DATA")
+
+
+def _model_only(run: Run, name: str, function: str, ens: Any) -> np.ndarray | None:
+    """``jaximp.<function>(ens)``, an importance of the model alone, or None (with a note) where
+    the model does not define it."""
+    try:
+        return np.asarray(run.timed(name, _MODEL_ONLY[function], ens), np.float64)
+    except (ValueError, TypeError) as e:
+        run.notes.append(f"{name} not computed: {e}")
+        return None
+
+
+def _with_target(run: Run, ens: Any, dataset: Any, columns: list[str], options: Options, devices: Any,
+                 importances: dict) -> int:
+    """Permutation importance and LossFunctionChange on the first ``target_rows`` rows, read into
+    memory, added to ``importances``; the number of rows used."""
+    frame = run.timed("read the target rows", first_rows, dataset, columns + [options.target], options.target_rows)
+    X, y = frame[columns], frame[options.target].to_numpy()
+    if len(frame) == options.target_rows and dataset.count_rows() > options.target_rows:
+        run.notes.append(f"Permutation importance and LossFunctionChange use the first {len(frame):,} rows of DATA "
+                         "(held in memory; --target-rows sets how many).")
+    run.say(f"permutation importance ({options.repeats} repeats) and LossFunctionChange on {len(frame)} rows")
+    permutation = run.timed("permutation importance", permutation_importance, ens, X, y,
+                            n_repeats=options.repeats, random_state=options.seed, devices=devices,
+                            progress=options.progress)
+    importances["permutation_importance"] = np.asarray(permutation.importances_mean, np.float64)
+    importances["permutation_importance_std"] = np.asarray(permutation.importances_std, np.float64)
+    try:
+        importances["loss_function_change"] = np.asarray(run.timed(
+            "LossFunctionChange", loss_function_change, ens, X, y, devices=devices,
+            progress=options.progress), np.float64)
+    except ValueError as e:  # defined for the losses CatBoost defines it for
+        run.notes.append(f"LossFunctionChange not computed: {e}")
+    return len(frame)
+
+
+def _summary_sample(dataset: Any, columns: list[str], shap_path: str, n_rows: int):
+    """``(feature rows, SHAP rows)`` DataFrames of the same fixed random sample of rows."""
+    import pyarrow.parquet as pq
+
+    rows = np.arange(n_rows)
+    if n_rows > SUMMARY_POINTS:
+        rows = np.sort(np.random.default_rng(0).choice(n_rows, SUMMARY_POINTS, replace=False))
+    features = sample_rows(dataset.to_batches(columns=columns), rows)
+    shap = sample_rows(pq.ParquetFile(shap_path).iter_batches(), rows)
+    return features, shap
+
+
+# --------------------------------------------------------------------------------------------
+# importances.csv
+
+
+def importance_table(columns: list[str], mean_abs: np.ndarray, labels: list[str],
+                     importances: dict) -> dict[str, Any]:
+    """``{column name: values [F]}`` sorted by mean |SHAP|, the most important first. A
+    multi-output model's mean |SHAP| is summed over outputs (per output in
+    ``mean_abs_shap_<output>``)."""
+    mean_abs = np.asarray(mean_abs, np.float64)
+    table: dict[str, Any] = {"mean_abs_shap": mean_abs if mean_abs.ndim == 1 else mean_abs.sum(axis=1)}
+    if mean_abs.ndim == 2:
+        table.update({f"mean_abs_shap_{label}": mean_abs[:, k] for k, label in enumerate(labels)})
+    table.update(importances)
+    order = np.argsort(-table["mean_abs_shap"], kind="stable")
+    return {"feature": [columns[i] for i in order], **{name: values[order] for name, values in table.items()}}
+
+
+def write_csv(path: str, table: dict[str, Any]) -> None:
+    """The table as CSV, floats with 9 significant digits (float32 values read back exactly)."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(list(table))
+        for i, name in enumerate(table["feature"]):
+            writer.writerow([name] + [f"{table[c][i]:.9g}" for c in list(table)[1:]])
+

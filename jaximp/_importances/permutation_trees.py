@@ -1,0 +1,90 @@
+"""Permuted predictions of :class:`TreeEnsemble` models, for ``jaximp.permutation_importance``.
+
+sklearn's definition (``sklearn.inspection.permutation_importance``): the score of the rows with
+a group of columns taken from other rows. Here the rows stay on the device as one table; a step
+receives, per row, its own index and the indices of the rows its group values come from in
+each repeat, gathers both, mixes them per group (a ``where`` over the group's columns) and
+predicts the mixed rows with the trees' descent (``jaximp._leaves.trees``): ``G R`` predictions
+per row, ``O(G R T D)``. The baseline is predicted by the same program (an all-False group), so
+a group that no tree reads changes no bit of the prediction and scores exactly 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._importances.metrics import RowScore, block_sums
+from jaximp._leaves.trees import leaf_outputs, leaves_of
+from jaximp._models.trees import TreeEnsemble
+from jaximp._rows.batching import map_blocks, power_of_two_rows, row_blocks
+
+
+def _inner_block(block: int, repeats: int) -> int:
+    """Rows per fused block: ``block`` halved until its ``block * repeats`` mixed rows fit in
+    ``block`` (a divisor of ``block``, so that every row runs the same program)."""
+    rows = block
+    while rows > 1 and rows % 2 == 0 and rows * repeats > block:
+        rows //= 2
+    return rows
+
+
+def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Array, ...], *,
+                     block: int, score: RowScore | None = None) -> Any:
+    """Raw and permuted predictions of a step of rows.
+
+    Args:
+        params: ``(ens, x f32[N', E] every row (padded), masks bool[G + 1, E])``; ``masks[0]``
+            is all False (the baseline), ``masks[1 + g]`` marks group ``g``'s columns.
+        rows: ``(own i32[n], source i32[n, R'])``: each row's index in ``x`` and, per repeat, the
+            index of the row whose group values it receives; with ``score`` also
+            ``(y [n], weight f32[n, R])`` (see ``jaximp._importances.metrics.block_sums``).
+        block: rows per fused block.
+        score: None, or a score that is a sum over rows, computed block by block.
+
+    Returns:
+        Without ``score``: ``(raw f32[n, K], permuted f32[n, R', G, K])``. With it, the per-block
+        sums ``f32[n / b, R, G + 1, S]`` of its row terms (group 0: the baseline).
+    """
+    ens, x, masks = params
+    repeats = rows[1].shape[1]
+
+    def block_fn(args):
+        o, s = args[:2]
+        mine, theirs = x[o], x[s]  # [b, E], [b, R', E]: gathers on the device
+
+        def one_group(mask):  # bool[E] -> f32[b, R', K]
+            mixed = jnp.where(mask, theirs, mine[:, None, :]).reshape(-1, x.shape[1])
+            return leaf_outputs(ens, leaves_of(ens, mixed)).reshape(o.shape[0], repeats, -1)
+
+        out = jax.lax.map(one_group, masks)  # [G + 1, b, R', K]
+        if score is not None:
+            return block_sums(score, args[2], args[3], out.transpose(2, 0, 1, 3))
+        return out[0, :, 0], jnp.transpose(out[1:], (1, 2, 0, 3))
+
+    inner = _inner_block(block, repeats)
+    if score is None:
+        return map_blocks(block_fn, rows, inner)
+    return jax.lax.map(block_fn, jax.tree_util.tree_map(lambda a: row_blocks(a, inner), rows))
+
+
+def tree_permutation_params(ens: TreeEnsemble, x: Any, groups: list[np.ndarray]) -> tuple:
+    """``(ens, x, masks)``, the shared arguments of :func:`_permuted_kernel`.
+
+    Args:
+        ens: the model.
+        x: ``f32[N, E]`` checked rows (``u8`` bins of the evaluated features with a featurizer),
+            put on the device once, rows padded to a power of two (a new N reuses the compiled
+            step for the next power of two).
+        groups: G arrays of evaluated feature indices, permuted together (with a featurizer, the
+            evaluated features that read only the group's columns:
+            ``jaximp._importances.permutation_groups.evaluated_groups``).
+    """
+    masks = np.zeros((len(groups) + 1, ens.n_evaluated), bool)
+    for g, columns in enumerate(groups):
+        masks[g + 1, np.asarray(columns, np.int64)] = True
+    return ens, power_of_two_rows(jnp.asarray(x, jnp.float32)), jnp.asarray(masks)

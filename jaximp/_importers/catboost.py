@@ -1,0 +1,160 @@
+"""Import CatBoost oblivious ensembles into :class:`ObliviousEnsemble`.
+
+The model is read from CatBoost's JSON export (``save_model(..., format="json")``), whose
+``oblivious_trees[t]`` hold ``splits`` (depth ``d`` = bit ``d`` of the leaf index),
+``leaf_values`` (leaf-major, ``L * K`` numbers) and ``leaf_weights`` (``L``), and whose
+``features_info`` holds each float feature's borders and NaN treatment, the categorical
+features' one-hot values and the CTRs (with their tables in ``ctr_data``). A split names its
+binary feature by ``split_index``: the float features' borders, then the one-hot values, then
+the CTRs' borders, in that order (``jaximp._models.featurizer`` evaluates the last two).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaximp._importers.catboost_json import load_json, loss_function_of, model_features, multi_target_ctrs, unsupported
+from jaximp._importers.catboost_trees import tree_ensemble_from_json
+from jaximp._models.oblivious import ObliviousEnsemble
+from jaximp._models.trees import TreeEnsemble
+
+
+def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
+    """Build an :class:`ObliviousEnsemble` from a CatBoost model or model file, or a
+    :class:`TreeEnsemble` from a non-symmetric one (``grow_policy="Depthwise"``/``"Lossguide"``).
+
+    Categorical features (one-hot and CTR splits, CTRs over combinations of columns) are
+    supported: the ensemble then takes their raw values (strings or integers) and evaluates
+    each split as CatBoost does, with the model's hashing and CTR tables.
+
+    Args:
+        model_or_path: a fitted ``catboost.CatBoost`` / ``CatBoostRegressor`` /
+            ``CatBoostClassifier``, or the path of a ``.cbm`` or ``.json`` model file.
+        loss_function: the training loss's name (``"RMSE"``, ``"Logloss"``, ...), for a model
+            file that does not record it; None reads it from the model. Only the results that
+            depend on the loss (LossFunctionChange, permutation importance's default score)
+            need it.
+
+    Returns:
+        The ensemble, with ``leaf_values f32[T, L, K]``; trees of different depths (from
+        ``catboost.sum_models``) are padded to the deepest. A non-symmetric model gives a
+        ``TreeEnsemble`` (categorical features included), which every function takes (SHAP's
+        ``"exact"`` method excepted: CatBoost refuses it for such trees too).
+
+    Raises:
+        TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
+        ValueError: the file is missing, unreadable or corrupt, the model is not fitted or has
+            no trees, or it uses what jaximp does not support (text or embedding features).
+
+    Example:
+        >>> model = catboost.CatBoostRegressor(iterations=20, depth=4, verbose=0,
+        ...                                    allow_writing_files=False).fit(X, y)
+        >>> jaximp.from_catboost(model)
+        ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "model.cbm")
+        >>> model.save_model(path)
+        >>> jaximp.from_catboost(path).feature_names[:3]
+        ('age', 'sex', 'bmi')
+    """
+    if loss_function is not None and not isinstance(loss_function, str):
+        raise TypeError(f"from_catboost: loss_function must be None or a string such as 'RMSE'; "
+                        f"got {loss_function!r}")
+    return ensemble_from_json(load_json(model_or_path), loss_function=loss_function)
+
+
+def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
+    """Build the ensemble from a parsed CatBoost JSON model (see the module docstring): an
+    :class:`ObliviousEnsemble`, or a :class:`TreeEnsemble` for non-symmetric trees."""
+    if not isinstance(model_json, dict) or "features_info" not in model_json:
+        raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
+    if "trees" in model_json and "oblivious_trees" not in model_json:
+        return tree_ensemble_from_json(model_json, loss_function=loss_function)
+    found = unsupported(model_json)
+    if found:
+        raise ValueError(
+            "from_catboost: this model uses " + ", ".join(found)
+            + ", which jaximp does not support; retrain without them to explain the model with jaximp"
+        )
+    if multi_target_ctrs(model_json):
+        raise ValueError(
+            "from_catboost: this multi-target model has CTR features, whose tables CatBoost's JSON "
+            "export does not keep per target (the reloaded export predicts differently from the "
+            "model); jaximp reads models through that export, so it cannot explain this one exactly: "
+            "retrain with one_hot_max_size above the categorical cardinalities (one-hot splits only)"
+        )
+    if not model_json.get("oblivious_trees"):
+        raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
+                         "there is nothing to explain")
+    try:
+        return _build(model_json, loss_function)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
+
+
+def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
+    features = model_features(model_json)
+    splits, featurizer = features.splits, features.featurizer
+    n_evaluated = len(splits.borders)
+    n_borders = max([1] + [len(b) for b in splits.borders])
+    borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
+    for f, b in enumerate(splits.borders):
+        borders_table[f, : len(b)] = b
+
+    scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
+    bias = np.atleast_1d(np.asarray(bias, np.float32))
+    n_outputs = len(bias)
+
+    trees = model_json["oblivious_trees"]
+    depth = max(len(t["splits"]) for t in trees)
+    if len(trees) << depth >= 1 << 31:
+        raise ValueError(f"{len(trees)} trees of depth {depth} have more than 2**31 leaves in all")
+    n_leaves = 1 << depth
+    shape = (len(trees), depth)
+    split_features = np.zeros(shape, np.int32)
+    split_borders = np.full(shape, np.inf, np.float32)
+    split_bins = np.full(shape, n_borders, np.int32)
+    split_mask = np.zeros(shape, bool)
+    leaf_values = np.zeros((len(trees), n_leaves, n_outputs), np.float32)
+    leaf_weights = np.zeros((len(trees), n_leaves), np.float32)
+    weights_known = all("leaf_weights" in tree for tree in trees)
+    for t, tree in enumerate(trees):
+        d = len(tree["splits"])
+        for level, split in enumerate(tree["splits"]):
+            feature, j = splits.locate(split, t)
+            split_features[t, level] = feature
+            split_bins[t, level] = j
+            split_borders[t, level] = borders_table[feature, j]
+        split_mask[t, :d] = True
+        values = np.asarray(tree["leaf_values"], np.float64).reshape(1 << d, n_outputs)
+        leaf_values[t, : 1 << d] = values
+        if weights_known:
+            leaf_weights[t, : 1 << d] = np.asarray(tree["leaf_weights"])
+    model_info = model_json.get("model_info", {})
+    return ObliviousEnsemble(
+        split_features=jnp.asarray(split_features),
+        split_borders=jnp.asarray(split_borders),
+        split_bins=jnp.asarray(split_bins),
+        split_mask=jnp.asarray(split_mask),
+        borders=jnp.asarray(borders_table),
+        leaf_values=jnp.asarray(leaf_values),
+        leaf_weights=jnp.asarray(leaf_weights),
+        scale=jnp.asarray(scale, jnp.float32),
+        bias=jnp.asarray(bias),
+        n_features=len(features.names),
+        feature_names=features.names,
+        nan_modes=features.nan_modes,
+        loss_function=loss_function or loss_function_of(model_info),
+        class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
+        featurizer=featurizer,
+        players=features.players,
+        player_of=features.player_of,
+        reads=features.reads,
+        leaf_weights_known=weights_known,
+        n_searched=None if featurizer is None else 0,
+    )
+
+

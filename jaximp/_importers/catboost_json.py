@@ -1,0 +1,207 @@
+"""What every CatBoost importer reads first: the model as its JSON export (from a model object or
+a ``.cbm`` / ``.json`` file), the features its splits read, and its loss.
+
+A split names its binary feature by ``split_index``: the float features' borders, then the
+one-hot values, then the CTRs' borders, in that order (``jaximp._models.featurizer``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaximp._importers.catboost_ctrs import featurizer_from_json
+from jaximp._models.featurizer import Featurizer
+
+_NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
+
+
+def load_json(model_or_path: Any) -> dict:
+    if isinstance(model_or_path, (str, os.PathLike)):
+        path = os.fspath(model_or_path)
+        if not os.path.isfile(path):
+            raise ValueError(f"from_catboost: model_or_path must be an existing file; got {path!r}")
+        if path.lower().endswith(".json"):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return json.load(f)
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ValueError(
+                    f"from_catboost: {path!r} is not a readable CatBoost JSON model ({e})"
+                ) from e
+        return json_of_model(_load_cbm(path))
+    try:
+        import catboost
+    except ImportError:  # pragma: no cover - catboost is a core dependency
+        catboost = None
+    if catboost is not None and isinstance(model_or_path, catboost.CatBoost):
+        if not model_or_path.is_fitted():
+            raise ValueError("from_catboost: model_or_path must be a fitted CatBoost model")
+        return json_of_model(model_or_path)
+    raise TypeError(
+        "from_catboost: model_or_path must be a CatBoost model or a path to a .cbm or .json "
+        f"file; got {type(model_or_path).__name__}"
+    )
+
+def _load_cbm(path: str):
+    import catboost
+
+    model = catboost.CatBoost()
+    try:
+        model.load_model(path, format="cbm")
+    except catboost.CatBoostError as e:
+        raise ValueError(f"from_catboost: {path!r} is not a readable CatBoost model ({e})") from e
+    return model
+
+def json_of_model(model) -> dict:
+    import catboost
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.json")
+        try:
+            model.save_model(path, format="json")
+        except catboost.CatBoostError as e:
+            for kind in ("text", "embedding"):
+                if f"{kind} features" in str(e):  # CatBoost exports such models only as .cbm
+                    raise ValueError(f"from_catboost: this model uses {kind} features, which jaximp "
+                                     "does not support; retrain without them to explain the model "
+                                     "with jaximp") from e
+            raise ValueError(f"from_catboost: cannot export the model as JSON ({e})") from e
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+def unsupported(model_json: dict) -> list[str]:
+    info = model_json.get("features_info", {})
+    found = [
+        name
+        for key, name in (("text_features", "text features"), ("embedding_features", "embedding features"))
+        if info.get(key)
+    ]
+    split_types = {
+        split.get("split_type", "FloatFeature")
+        for tree in model_json.get("oblivious_trees") or []
+        for split in tree.get("splits", [])
+    }
+    found += sorted(f"{t} splits" for t in split_types - set(_SPLIT_TYPES))
+    return found
+
+_SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
+_MULTI_TARGET_LOSSES = ("MultiRMSE", "MultiLogloss", "MultiCrossEntropy", "MultiQuantile", "SurvivalAft")
+
+def multi_target_ctrs(model_json: dict) -> bool:
+    """A multi-target regression or multi-label model with CTRs: CatBoost keeps a CTR table per
+    target, but its JSON export writes one per CTR identifier."""
+    loss = loss_function_of(model_json.get("model_info", {}))
+    return loss in _MULTI_TARGET_LOSSES and bool(model_json.get("features_info", {}).get("ctrs"))
+
+class _Splits:
+    """The binary features of the JSON model, in ``split_index`` order, as (evaluated feature,
+    border index): float features' borders, then one-hot values, then CTRs' borders."""
+
+    def __init__(self, float_features: list[dict], featurizer: Featurizer | None, ctrs: list[dict]):
+        self.borders = [np.asarray(f.get("borders", []), np.float32) for f in float_features]
+        n_float = len(float_features)
+        self.table = [(f, j) for f, b in enumerate(self.borders) for j in range(len(b))]
+        self.categorical = featurizer is not None
+        if featurizer is not None:
+            self.one_hot = {key: n_float + i for i, key in enumerate(featurizer.one_hot)}
+            self.table += [(n_float + i, 0) for i in range(len(featurizer.one_hot))]
+            self.borders += [np.asarray([0.5], np.float32)] * len(featurizer.one_hot)
+            start = n_float + len(featurizer.one_hot)
+            self.table += [(start + k, j) for k, c in enumerate(ctrs) for j in range(len(c["borders"]))]
+            self.borders += [np.asarray(c["borders"], np.float32) for c in ctrs]
+
+    def locate(self, split: dict, tree: int) -> tuple[int, int]:
+        """(evaluated feature, border index) of one split.
+
+        Raises:
+            ValueError: an unknown split type, a categorical split in a model without
+                categorical features, or a border the feature lacks.
+        """
+        kind = split.get("split_type", "FloatFeature")
+        if kind not in _SPLIT_TYPES:
+            raise ValueError(f"tree {tree} has a {kind} split, which jaximp does not support")
+        if kind != "FloatFeature" and not self.categorical:
+            raise ValueError(f"tree {tree} has a {kind} split, but the model has no categorical features")
+        if kind == "FloatFeature":
+            feature = split["float_feature_index"]
+            border = np.float32(split["border"])
+            j = int(np.searchsorted(self.borders[feature], border))
+            if j == len(self.borders[feature]) or self.borders[feature][j] != border:
+                raise ValueError(f"tree {tree} splits on a border that feature {feature} lacks")
+            return feature, j
+        if kind == "OneHotFeature":
+            return self.one_hot[(split["cat_feature_index"], int(split["value"]))], 0
+        feature, j = self.table[split["split_index"]]
+        if self.borders[feature][j] != np.float32(split["border"]):
+            raise ValueError(f"tree {tree}: split_index {split['split_index']} does not match its border")
+        return feature, j
+
+class ModelFeatures(NamedTuple):
+    """What a CatBoost JSON model's splits read, shared by the oblivious and the non-symmetric
+    importers.
+
+    Attributes:
+        splits: every binary feature's (evaluated feature, border index), see :class:`_Splits`.
+        featurizer: None for numeric models, else the map from raw columns to the E evaluated
+            features' bins (``jaximp._models.featurizer``).
+        nan_modes: per evaluated feature (E entries): the float features' modes, then "Min" for
+            one-hot values and CTRs (their bins are never NaN).
+        names: the F input columns' names, in CatBoost's flat order.
+        players, player_of, reads: the attribution fields of the ensembles (None for numeric
+            models), see :func:`attribution`.
+    """
+
+    splits: _Splits
+    featurizer: Featurizer | None
+    nan_modes: tuple[str, ...]
+    names: tuple[str, ...]
+    players: tuple[tuple[int, ...], ...] | None
+    player_of: tuple[int, ...] | None
+    reads: tuple[tuple[int, ...], ...] | None
+
+def model_features(model_json: dict) -> ModelFeatures:
+    """The evaluated features of a parsed CatBoost JSON model (oblivious or not).
+
+    Raises:
+        ValueError, KeyError: the features' flat indices are not ``0..F-1``, or a corrupt
+            categorical description (see ``featurizer_from_json``).
+    """
+    info = model_json["features_info"]
+    float_features = sorted(info.get("float_features", []), key=lambda f: f["flat_feature_index"])
+    cat_features = sorted(info.get("categorical_features", []), key=lambda f: f["flat_feature_index"])
+    columns = sorted(float_features + cat_features, key=lambda f: f["flat_feature_index"])
+    if [f["flat_feature_index"] for f in columns] != list(range(len(columns))):
+        raise ValueError("the features' flat_feature_index are not 0..F-1")
+    float_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
+    featurizer = None
+    if cat_features:
+        nan_fill = [np.inf if mode == "Max" else -np.inf for mode in float_modes]
+        featurizer = featurizer_from_json(model_json, float_features, nan_fill)
+    splits = _Splits(float_features, featurizer, info.get("ctrs", []))
+    nan_modes = float_modes + ("Min",) * (len(splits.borders) - len(float_features))
+    names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
+    return ModelFeatures(splits, featurizer, nan_modes, names, *attribution(featurizer))
+
+def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:
+    """``(players, player_of, reads)`` of a model: None for numeric models; else the P distinct
+    combination classes (sorted by size, then columns), the player of each of the E evaluated
+    features, and the columns each evaluated feature reads (see ``ObliviousEnsemble``)."""
+    if featurizer is None:
+        return None, None, None
+    credited = featurizer.evaluated_columns(attributed=True)
+    players = tuple(sorted(set(credited), key=lambda cols: (len(cols), cols)))
+    player_of = tuple(players.index(cols) for cols in credited)
+    return players, player_of, tuple(featurizer.evaluated_columns())
+
+def loss_function_of(model_info: dict) -> str:
+    """The training loss's name, or "" when the model file does not say (then the functions
+    that depend on the loss raise, asking for ``from_catboost(..., loss_function=...)``)."""
+    loss = model_info.get("loss_function") or model_info.get("params", {}).get("loss_function")
+    if isinstance(loss, str):
+        loss = json.loads(loss) if loss.startswith("{") else {"type": loss}
+    return str(loss.get("type", "")) if isinstance(loss, dict) else ""

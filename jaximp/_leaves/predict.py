@@ -1,0 +1,159 @@
+"""Leaf indices, raw predictions and leaf histograms of either layout: the stage's public
+functions, with the one dispatch of its kernels by layout (:data:`KERNELS`).
+
+Each layout brings three kernels of checked rows ``x f32[n, E]`` (``jaximp._rows.batching``
+runs them in padded steps): the leaf of every row in every tree, the raw prediction, and the
+weight of the rows reaching each leaf. Oblivious trees quantize each feature once and read a
+leaf's bits (``jaximp._leaves.oblivious``); general trees descend level by level
+(``jaximp._leaves.trees``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from jax import Array
+
+from jaximp._leaves import oblivious, trees
+from jaximp._models.ensemble import Ensemble, check_model, register_predict, squeeze_outputs
+from jaximp._rows.batching import map_rows, sum_rows
+from jaximp._rows.inputs import as_features
+
+
+@dataclasses.dataclass(frozen=True)
+class LeafKernels:
+    """The row kernels of one layout, each ``kernel(ens, rows, *, block)``.
+
+    Attributes:
+        leaves: rows ``f32[n, E]`` -> ``[n, T]`` each row's leaf in each tree (the library's
+            numbering; a narrow integer type that the host copy widens to int32).
+        predict: rows ``f32[n, E]`` -> ``f32[n, K]`` raw predictions.
+        histogram: ``(rows f32[n, E], weight f32[n])`` -> ``f32[T, L]`` the weight reaching
+            each leaf.
+        leaf_values: ``(ens, leaves i32[T, n])`` -> ``f32[n, K]`` the raw prediction from leaves.
+    """
+
+    leaves: Callable
+    predict: Callable
+    histogram: Callable
+    leaf_values: Callable
+
+
+KERNELS = {
+    "oblivious": LeafKernels(oblivious.leaf_kernel, oblivious.predict_kernel, oblivious.histogram_kernel,
+                             oblivious.leaf_prediction),
+    "trees": LeafKernels(trees.leaf_kernel, trees.predict_kernel, trees.histogram_kernel, trees.leaf_outputs),
+}
+
+
+def kernels(ens: Any, fn_name: str) -> LeafKernels:
+    """The leaf kernels of ``ens``'s layout (a ``TypeError`` naming ``fn_name`` for a non-ensemble)."""
+    return KERNELS[check_model(ens, fn_name)]
+
+
+def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
+                 progress: bool = True) -> Any:
+    """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes``.
+
+    A ``TreeEnsemble`` numbers leaves as its library does: CatBoost's depth-first order,
+    scikit-learn's ``apply``, XGBoost's and LightGBM's ``pred_leaf``.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        batch_size: rows per device step; None picks one for the device.
+        devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
+
+    Returns:
+        ``i32[N, T]``; for an oblivious tree, bit ``d`` of ``[n, t]`` is the outcome of tree
+        ``t``'s split at depth ``d``. NumPy for rows in host memory, a ``jax.Array`` on the
+        rows' device for rows given as one.
+        Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
+
+    Raises:
+        TypeError, ValueError: ``X`` is not ``[N, F]`` rows of the model's features.
+
+    Example:
+        >>> leaves = jaximp.leaf_indices(ens, X)
+        >>> leaves.shape, leaves.dtype
+        ((442, 20), dtype('int32'))
+        >>> np.array_equal(leaves, model.calc_leaf_indexes(X))
+        True
+    """
+    kernel = kernels(ens, "leaf_indices").leaves
+    x = as_features(X, ens, "leaf_indices")
+    return map_rows(kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
+                    host_dtype=np.int32, progress=progress)
+
+
+@register_predict
+def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
+            progress: bool = True) -> Any:
+    """Raw predictions, CatBoost's ``RawFormulaVal``: ``f32[N]`` if K == 1 else ``f32[N, K]``.
+
+    The same as ``ens.predict(X)`` (:meth:`ObliviousEnsemble.predict`,
+    :meth:`TreeEnsemble.predict`), with a progress bar (tqdm) when the call lasts over 2
+    seconds; ``progress=False`` silences it. NumPy for rows in host memory, a ``jax.Array`` on
+    the rows' device for rows given as one.
+
+    Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias``; piecewise constant in
+    ``X`` and the borders.
+
+    Example:
+        >>> jaximp.predict(ens, X).shape
+        (442,)
+        >>> import jax
+        >>> isinstance(jaximp.predict(ens, jax.numpy.asarray(X.to_numpy())), jax.Array)
+        True
+    """
+    kernels(ens, "predict")
+    return predict_rows(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices,
+                        progress=progress)
+
+
+def predict_rows(ens: Ensemble, x: Any, *, batch_size: int | None = None, devices: Any = None,
+                 progress: bool = True, fn_name: str = "predict") -> Any:
+    """Raw predictions of checked rows ``x f32[N, E]`` (``jaximp._rows.inputs.as_features``):
+    ``f32[N]`` when K == 1, else ``f32[N, K]``."""
+    out = map_rows(kernels(ens, fn_name).predict, ens, x, batch_size=batch_size, devices=devices,
+                   fn_name=fn_name, progress=progress)
+    return squeeze_outputs(out, ens.n_outputs)
+
+
+def leaf_histogram(ens: Ensemble, x: Any, weight: Any, *, batch_size: int | None = None, devices: Any = None,
+                   fn_name: str = "leaf_histogram") -> Array:
+    """``f32[T, L]`` total ``weight f32[N]`` of the checked rows ``x f32[N, E]`` reaching each leaf.
+
+    The per-tree leaf distribution of a dataset: CatBoost's leaf weights recounted from data
+    (PredictionValuesChange with a Pool, a model file without leaf weights) and the background
+    of interventional SHAP. Counted in float32, exact for integer weights up to 2**24 rows per
+    leaf.
+    """
+    return sum_rows(kernels(ens, fn_name).histogram, ens, (x, weight), batch_size=batch_size, devices=devices,
+                    fn_name=fn_name)
+
+
+def training_leaf_weights(ens: Ensemble, x: Any = None, *, batch_size: int | None = None, devices: Any = None,
+                          fn_name: str) -> Array:
+    """``f32[T, L]`` the leaf weights that the path-dependent methods and importances read: the
+    model's training leaf weights or, for a model file that carries none, the leaf counts of the
+    checked rows ``x`` being explained, as CatBoost counts them then (``InitLeafWeights`` ->
+    ``CollectLeavesStatistics``, catboost/libs/fstr/shap_prepared_trees.cpp, util.cpp).
+
+    Raises:
+        ValueError: the model carries no leaf weights and no rows are given.
+    """
+    if ens.leaf_weights_known:
+        return ens.leaf_weights
+    if x is None:
+        raise ValueError(
+            f"{fn_name}: the model file carries no leaf weights, which CatBoost then counts on the "
+            "rows being explained; pass rows (jaximp.shap_values(ens, X), "
+            "jaximp.prediction_values_change(ens, X)) or use a model exported with its leaf weights"
+        )
+    return leaf_histogram(ens, x, np.ones(x.shape[0], np.float32), batch_size=batch_size, devices=devices,
+                          fn_name=fn_name)

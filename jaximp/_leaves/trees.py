@@ -1,0 +1,95 @@
+"""Leaf indices and raw predictions of :class:`TreeEnsemble` models.
+
+All trees descend in lockstep, one level per step, for a block of rows laid out feature-major
+(``[E, b]``): D steps of gathers (node feature, border, NaN direction, child; a category bitset
+word at set-membership splits) over ``[T, b]`` pointers, a pointer staying put once it names a
+leaf. Every node decides by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from jaximp._models.trees import TreeEnsemble, goes_right
+from jaximp._rows.batching import map_blocks, row_blocks
+
+
+def node_decisions(nodes: Any, xt: Array) -> Array:
+    """``bool[T, M, b]`` whether each row goes right at every internal node (``xt: f32[E, b]``).
+
+    ``nodes``: a :class:`TreeEnsemble`, or anything with its ``node_*`` arrays for some trees
+    (a chunk of ``jaximp._shap.trees.Plan``).
+    """
+    values = xt[nodes.node_features]  # [T, M, b]
+    if nodes.node_categorical is None:
+        return goes_right(values, nodes.node_borders[..., None], nodes.node_nan_right[..., None])
+    t, m, w = nodes.node_categories.shape
+    node = jnp.arange(t * m, dtype=jnp.int32).reshape(t, m, 1)
+    return goes_right(values, nodes.node_borders[..., None], nodes.node_nan_right[..., None],
+                      nodes.node_categorical[..., None], nodes.node_categories.reshape(t * m, w), node)
+
+
+def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
+    """``i32[T, n]`` the leaf each row ``x: f32[n, E]`` reaches in each tree (no batching).
+
+    Gathers index flattened arrays (``tree * M + node``), which XLA runs far faster on CPU than
+    per-row ``take_along_axis``.
+    """
+    n = x.shape[0]
+    xt = x.T.reshape(-1)  # feature-major: value of row i, feature f at f * n + i
+    offsets = (jnp.arange(ens.n_trees, dtype=jnp.int32) * ens.n_nodes)[:, None]
+    features = ens.node_features.reshape(-1)
+    borders = ens.node_borders.reshape(-1)
+    nan_right = ens.node_nan_right.reshape(-1)
+    children = ens.node_children.reshape(-1)
+    categorical = None if ens.node_categorical is None else ens.node_categorical.reshape(-1)
+    words = None if ens.node_categories is None else ens.node_categories.reshape(categorical.size, -1)
+    columns = jnp.arange(n, dtype=jnp.int32)[None, :]
+    pointer = jnp.broadcast_to(ens.roots[:, None], (ens.n_trees, n))
+    for _ in range(ens.depth):
+        node = jnp.maximum(pointer, 0) + offsets
+        value = xt[features[node] * n + columns]
+        if categorical is None:
+            right = goes_right(value, borders[node], nan_right[node])
+        else:
+            right = goes_right(value, borders[node], nan_right[node], categorical[node], words, node)
+        pointer = jnp.where(pointer >= 0, children[2 * node + right.astype(jnp.int32)], pointer)
+    return ~pointer
+
+
+def leaf_outputs(ens: TreeEnsemble, leaves: Array) -> Array:
+    """``f32[n, K]`` raw prediction ``scale * sum_t leaf_values[t, leaf] + bias`` from ``i32[T, n]``."""
+    gathered = jnp.take_along_axis(ens.leaf_values, leaves[:, :, None], axis=1)  # [T, n, K]
+    return ens.scale * gathered.sum(axis=0) + ens.bias
+
+
+def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
+    def one_block(xb):
+        leaves = leaves_of(ens, xb)  # [T, b]
+        if ens.leaf_ids is not None:  # the library's own numbers
+            leaves = jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)
+        return leaves.T
+
+    return map_blocks(one_block, x, block)
+
+
+def predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
+    return map_blocks(lambda xb: leaf_outputs(ens, leaves_of(ens, xb)), x, block)
+
+
+def histogram_kernel(ens: TreeEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
+    x, weight = rows
+    offsets = (jnp.arange(ens.n_trees, dtype=jnp.int32) * ens.n_leaves)[:, None]
+
+    def one_block(args):
+        xb, wb = args
+        flat = leaves_of(ens, xb) + offsets
+        counts = jnp.broadcast_to(wb, flat.shape)
+        return jax.ops.segment_sum(counts.ravel(), flat.ravel(), ens.n_trees * ens.n_leaves)
+
+    out = jax.lax.map(one_block, (row_blocks(x, block), row_blocks(weight, block)))
+    return out.sum(0).reshape(ens.n_trees, ens.n_leaves)

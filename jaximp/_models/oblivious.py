@@ -1,0 +1,130 @@
+"""The oblivious layout: symmetric trees as a pytree of dense arrays.
+
+An oblivious (symmetric) tree of depth D applies the same split at every node of a level, so
+a row's leaf index is ``sum_d 2**d * [x[split_features[d]] > split_borders[d]]``: bit ``d`` of
+the leaf index is the outcome of the split at depth ``d`` (CatBoost's layout: the leaf numbers
+that ``calc_leaf_indexes`` returns).
+Trees shallower than D are padded: the padded depths have ``split_mask == False``, a border of
+``+inf`` (never true), and leaves whose padded bits are set have weight 0, so every result is
+that of the unpadded tree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from jaximp._models.ensemble import Ensemble, NanMode, size
+from jaximp._models.featurizer import Featurizer
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True, repr=False)  # Ensemble.__repr__: one line
+class ObliviousEnsemble(Ensemble):
+    """A trained oblivious ensemble (CatBoost's symmetric trees) as a frozen JAX pytree.
+
+    Arrays are pytree leaves, sizes and names static fields, so the ensemble is an argument of
+    ``jax.jit``, ``jax.vmap`` and ``jax.grad`` like any other, and ``dataclasses.replace``
+    gives a modified copy. Build one with :func:`jaximp.from_catboost`.
+
+    Attributes:
+        split_features: ``i32[T, D]`` evaluated feature read by the split at each depth (0 where
+            padded): an input column for numeric models, see ``featurizer`` for the others.
+        split_borders: ``f32[T, D]`` the split is ``x > border`` (``+inf`` where padded).
+        split_bins: ``i32[T, D]`` index of the border in ``borders[feature]``: the split is
+            ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
+        split_mask: ``bool[T, D]`` False on padded depths of shallower trees.
+        borders: ``f32[E, Bmax]`` each evaluated feature's sorted borders, padded with ``+inf``.
+        leaf_values: ``f32[T, L, K]`` leaf values as CatBoost stores them: the raw prediction
+            is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
+        leaf_weights: ``f32[T, L]`` training weight of each leaf (0 for padded leaves).
+        scale: ``f32[]`` CatBoost's scale.
+        bias: ``f32[K]`` CatBoost's bias.
+        n_features: F, the model's input columns, static.
+        feature_names: the F column names (CatBoost's feature ids, or "0", "1", ...).
+        nan_modes: per evaluated feature "Min" (NaN below every border), "Max" (above every
+            border) or "AsIs" (every comparison with NaN is false, which routes like "Min").
+        loss_function: the training loss as CatBoost names it ("RMSE", "Logloss", ...).
+        class_names: class labels of a classifier, else ``()``.
+        featurizer: None for numeric models, whose evaluated features are the F input columns
+            (E = F). With categorical features, the map (run on the host, in NumPy) from raw
+            columns to the E evaluated features: float features, one-hot values and CTRs, as
+            CatBoost computes them from the model's hashing and CTR tables.
+        players: None (each input column is a player: P = F), or the P players of attribution:
+            each a sorted tuple of the input columns it reads. CatBoost attributes to the
+            distinct sets of columns that splits read, and divides a set's attribution equally
+            among its columns (``value / flatFeatures.size()``).
+        player_of: with ``players``: the player of each evaluated feature, ``E`` entries.
+        reads: with ``players``: the input columns each evaluated feature reads, ``E`` entries,
+            a column once per element of a CTR's combination. Wider than its player for a CTR
+            over categorical and binarized float features: CatBoost credits SHAP to the
+            categorical columns only, but PredictionValuesChange to every element's column.
+        leaf_weights_known: False when the model file carries no leaf weights (``leaf_weights``
+            is then 0, and what needs training weights must count them on data, as CatBoost does).
+        n_searched: None when every evaluated feature holds raw values; else the first
+            ``n_searched`` do and the others hold their bin already (``#{borders < value}``).
+            The featurizer of a categorical model computes every bin (0 searched), so no border
+            search is spent on the many CTRs such a model has.
+
+    Example:
+        >>> ens
+        ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
+        >>> ens.n_trees, ens.depth, ens.n_features, ens.n_outputs
+        (20, 4, 10, 1)
+        >>> ens.leaf_values.shape                                    # f32[T, L, K]
+        (20, 16, 1)
+    """
+
+    split_features: Array
+    split_borders: Array
+    split_bins: Array
+    split_mask: Array
+    borders: Array
+    leaf_values: Array
+    leaf_weights: Array
+    scale: Array
+    bias: Array
+    n_features: int = dataclasses.field(metadata=dict(static=True))
+    feature_names: tuple[str, ...] = dataclasses.field(metadata=dict(static=True))
+    nan_modes: tuple[NanMode, ...] = dataclasses.field(metadata=dict(static=True))
+    loss_function: str = dataclasses.field(default="RMSE", metadata=dict(static=True))
+    class_names: tuple = dataclasses.field(default=(), metadata=dict(static=True))
+    featurizer: Featurizer | None = dataclasses.field(default=None, metadata=dict(static=True))
+    players: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    leaf_weights_known: bool = dataclasses.field(default=True, metadata=dict(static=True))
+    n_searched: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+
+    layout = "oblivious"
+
+    @property
+    def depth(self) -> int:
+        """D, the depth of the deepest tree."""
+        return self.split_features.shape[1]
+
+    @property
+    def n_evaluated(self) -> int:
+        """E, the features the splits read: the F input columns of a numeric model; with
+        categorical features, its float features, one-hot values and CTRs."""
+        return self.borders.shape[0]
+
+    @property
+    def split_players(self) -> Array:
+        """``i32[T, D]`` the player of each split (its evaluated feature's set of columns)."""
+        if self.player_of is None:
+            return self.split_features
+        return jnp.asarray(self.player_of, jnp.int32)[self.split_features]
+
+    def _depth_repr(self) -> int | str:
+        return size(self.split_features, 1)
+
+
+def nan_fill_values(ens: ObliviousEnsemble) -> Array:
+    """``f32[E]`` the value NaN takes before comparing with borders: -inf or +inf."""
+    return jnp.asarray(
+        [jnp.inf if mode == "Max" else -jnp.inf for mode in ens.nan_modes], jnp.float32
+    )

@@ -1,0 +1,302 @@
+"""General binary-tree ensembles as a pytree of dense, padded arrays.
+
+Shape legend (jaximp's): N rows, F features (the model's input columns), E evaluated split
+features (E == F for numeric models), T trees, D depth (the longest root-to-leaf path over all
+trees), K outputs, B background rows. For a :class:`TreeEnsemble`, L is the most leaves of any
+tree (not ``2**D``) and M = max(1, L - 1) the most internal nodes.
+
+Each tree is stored as its internal nodes ``0..M-1`` and its leaves ``0..L-1``. A child (or
+root) pointer ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``~c = -c - 1`` when
+``c < 0``. A row at node ``n`` goes right when ``x[node_features[n]] > node_borders[n]`` in
+float32 (CatBoost's rule; importers of libraries that split on ``x < t`` or ``x <= t`` convert
+their thresholds), and a NaN value goes right where ``node_nan_right[n]``. Leaves are numbered
+in depth-first, left-to-right order, which is CatBoost's ``calc_leaf_indexes`` numbering for
+non-symmetric trees. Trees smaller than the largest are padded: padded nodes are never reached
+(their children point to the out-of-range leaf ``L``), padded leaves have value and weight 0.
+
+A model with categorical features (``featurizer`` set) reads the bins of its evaluated features
+(``u8[N, E]``: float features, one-hot values, CTRs; ``jaximp._models.featurizer``) instead of raw
+values, and each node's border is then the index ``j`` of its border among the feature's
+borders: ``bin > j`` exactly when ``value > borders[j]``, and bins are never NaN.
+
+Set-membership splits (XGBoost's ``split_type`` 1, LightGBM's categorical ``decision_type``,
+scikit-learn's ``is_categorical``) read a feature holding category codes. Such a node ``n``
+(``node_categorical[n]``) sends a value ``x`` right by bit ``c`` of its bitset
+``node_categories[n]`` (word ``c // 32``, bit ``c % 32``): ``c = trunc(x)`` where
+``node_borders[n] <= x < C`` with ``C = 32 W - 1``, else ``c = C``, so that the last bit holds
+where every other value goes (below the library's smallest category, at or past ``C``, or a
+category the node's library bitset does not cover); a NaN goes right where ``node_nan_right[n]``.
+:func:`goes_right` is that rule, the one every kernel applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._models.ensemble import Ensemble, NanMode
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True, repr=False)  # Ensemble.__repr__: one line
+class TreeEnsemble(Ensemble):
+    """A trained ensemble of general binary trees as a frozen JAX pytree, padded to one shape.
+
+    CatBoost's non-symmetric trees (``grow_policy="Depthwise"``/``"Lossguide"``) and the trees
+    of scikit-learn, XGBoost and LightGBM import as one (:func:`jaximp.from_catboost`,
+    :func:`jaximp.from_sklearn`, :func:`jaximp.from_xgboost`, :func:`jaximp.from_lightgbm`).
+    Each tree has internal nodes ``0..M-1`` and leaves ``0..L-1``; a child (or root) pointer
+    ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``. Leaves
+    are numbered depth-first, left to right (CatBoost's ``calc_leaf_indexes`` numbering);
+    smaller trees are padded with nodes never reached and leaves of value and weight 0.
+
+    Attributes:
+        roots: ``i32[T]`` each tree's root pointer: internal node 0, or ``~0 = -1`` for a tree
+            that is a single leaf.
+        node_features: ``i32[T, M]`` the evaluated feature (an input column for numeric models)
+            that each internal node reads; 0 where padded.
+        node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
+            With a featurizer, ``x`` is a bin and the border the index of the split's border; at
+            a set-membership split, the smallest value that reads as a category.
+        node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
+        node_children: ``i32[T, M, 2]`` left and right child pointers (see above).
+        leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
+            + bias``.
+        leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf, 0 where padded; an
+            internal node's cover is the sum of its leaves'.
+        scale: ``f32[]`` the model's scale.
+        bias: ``f32[K]`` the model's bias.
+        depth: D, the longest root-to-leaf path (static; loops over levels run D times).
+        n_features: F, the model's input columns.
+        feature_names: the F column names.
+        nan_modes: per evaluated feature "Min", "Max" or "AsIs" (as in ``ObliviousEnsemble``;
+            each node's own NaN direction is ``node_nan_right``).
+        loss_function: the training loss's name ("RMSE", "Logloss", ...), "" when unknown.
+        class_names: class labels of a classifier, else ``()``.
+        leaf_weights_known: False when the model file carries no leaf weights.
+        featurizer, players, player_of, reads: None for numeric models (E == F, each column its
+            own player), as in ``ObliviousEnsemble``: with categorical features, the map (run on
+            the host, in NumPy) from raw columns to the E evaluated features' bins, the P players
+            of attribution (CatBoost's combination classes, each a sorted tuple of input
+            columns), the player of each evaluated feature and the columns each one reads.
+        n_searched: None when the rows hold raw values; 0 when they hold every evaluated
+            feature's bin (a featurizer's rows), as in ``ObliviousEnsemble``.
+        node_gains: ``f32[T, M]`` each internal node's split gain as its library reports it
+            (XGBoost's ``loss_chg``, LightGBM's ``split_gain``, scikit-learn's weighted impurity
+            decrease), 0 where padded; None (CatBoost): computed from leaf values and weights.
+        node_weights: ``f32[T, M]`` each internal node's cover as its library stores it
+            (XGBoost's hessian sum, LightGBM's data count, scikit-learn's weighted samples);
+            None: the sum of its leaves' weights.
+        leaf_ids: ``i32[T, L]`` each leaf's number in its library (scikit-learn's ``apply``
+            and XGBoost's ``pred_leaf``: node ids; LightGBM's ``pred_leaf``: leaf ids), which
+            ``leaf_indices`` returns; None: leaves numbered depth-first (CatBoost's numbering).
+        node_categorical: ``bool[T, M]`` the node splits on a set of categories (see the module
+            docstring), its border then the smallest value that reads as a category; None for
+            models without such splits (their kernels compile as before).
+        node_categories: ``u32[T, M, W]`` the bitset words of the categories each categorical
+            node sends right, 0 at other nodes; None with ``node_categorical``.
+        category_codes: how rows' categorical columns become the codes the splits read
+            (``jaximp._models.categories.CategoryCodes``: a DataFrame's category columns mapped
+            through the training categories as the library maps them); None: rows hold numbers.
+        impurity_scheme: how ``split_importance(ens, "impurity")`` (scikit-learn's MDI) pools
+            trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
+            ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
+            GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
+
+    Example:
+        >>> from sklearn.tree import DecisionTreeRegressor
+        >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
+        >>> jaximp.from_sklearn(tree)
+        TreeEnsemble(trees=1, depth=3, features=10, outputs=1, loss='RMSE')
+    """
+
+    roots: Array
+    node_features: Array
+    node_borders: Array
+    node_nan_right: Array
+    node_children: Array
+    leaf_values: Array
+    leaf_weights: Array
+    scale: Array
+    bias: Array
+    depth: int = dataclasses.field(metadata=dict(static=True))
+    n_features: int = dataclasses.field(metadata=dict(static=True))
+    feature_names: tuple[str, ...] = dataclasses.field(metadata=dict(static=True))
+    nan_modes: tuple[NanMode, ...] = dataclasses.field(metadata=dict(static=True))
+    loss_function: str = dataclasses.field(default="RMSE", metadata=dict(static=True))
+    class_names: tuple = dataclasses.field(default=(), metadata=dict(static=True))
+    leaf_weights_known: bool = dataclasses.field(default=True, metadata=dict(static=True))
+    featurizer: Any = dataclasses.field(default=None, metadata=dict(static=True))
+    players: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    player_of: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    reads: tuple[tuple[int, ...], ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
+    n_searched: int | None = dataclasses.field(default=None, metadata=dict(static=True))
+    node_gains: Array | None = None
+    node_weights: Array | None = None
+    leaf_ids: Array | None = None
+    impurity_scheme: str = dataclasses.field(default="", metadata=dict(static=True))
+    node_categorical: Array | None = None
+    node_categories: Array | None = None
+    category_codes: Any = dataclasses.field(default=None, metadata=dict(static=True))
+
+    layout = "trees"
+
+    @property
+    def n_nodes(self) -> int:
+        """M, the most internal nodes of any tree (padded)."""
+        return self.node_features.shape[1]
+
+    @property
+    def n_evaluated(self) -> int:
+        """E, the features the splits read: the F input columns of a numeric model; with
+        categorical features, its float features, one-hot values and CTRs."""
+        return len(self.nan_modes)
+
+    @property
+    def node_players(self) -> Array:
+        """``i32[T, M]`` the player of each internal node (its feature for numeric models): two
+        splits on the same combination class (a one-hot value and a CTR of one column, say) are
+        one player of SHAP, as in CatBoost."""
+        if self.player_of is None:
+            return self.node_features
+        return jnp.asarray(self.player_of, jnp.int32)[self.node_features]
+
+
+def goes_right(value: Array, border: Array, nan_right: Array, categorical: Array | None = None,
+               words: Array | None = None, node: Array | None = None) -> Array:
+    """Whether values go right at their nodes: the decision rule of every :class:`TreeEnsemble`
+    kernel (see the module docstring).
+
+    Args:
+        value: ``f32[...]`` each value the node reads.
+        border, nan_right: ``f32``, ``bool`` the node's border and NaN direction, broadcast to
+            ``value``.
+        categorical: None (no set-membership splits: the threshold rule alone), or ``bool``
+            broadcast to ``value``: the node splits on categories.
+        words: ``u32[S, W]`` the category bitsets of all ``S`` nodes (``node_categories``
+            flattened), with ``categorical``.
+        node: ``i32`` broadcast to ``value``: the row of each value's node in ``words``.
+
+    Returns:
+        ``bool`` shaped as ``value``: True where the value goes right.
+    """
+    right = value > border
+    if categorical is None:
+        return right | (jnp.isnan(value) & nan_right)
+    other = 32 * words.shape[-1] - 1  # the bit of every value that is no listed category
+    code = jnp.where((value >= border) & (value < other), value, other).astype(jnp.int32)  # NaN: other
+    member = ((words[node, code >> 5] >> (code & 31).astype(jnp.uint32)) & 1) == 1
+    return jnp.where(jnp.isnan(value), nan_right, jnp.where(categorical, member, right))
+
+
+def parents(ens: TreeEnsemble) -> tuple[Array, Array, Array, Array]:
+    """Each node's and each leaf's parent and side.
+
+    Returns:
+        ``(node_parent i32[T, M], node_side i32[T, M], leaf_parent i32[T, L], leaf_side i32[T, L])``:
+        the internal node above (-1 for roots and padding) and 1 when reached by its right edge.
+    """
+    t, m, l = ens.n_trees, ens.n_nodes, ens.n_leaves
+    children = ens.node_children.reshape(t, 2 * m)
+    node = jnp.broadcast_to(jnp.repeat(jnp.arange(m, dtype=jnp.int32), 2), (t, 2 * m))
+    side = jnp.broadcast_to(jnp.tile(jnp.arange(2, dtype=jnp.int32), m), (t, 2 * m))
+    rows = jnp.arange(t, dtype=jnp.int32)[:, None]
+    to_node = jnp.where(children >= 0, children, m)  # out of range: dropped
+    to_leaf = jnp.where(children < 0, ~children, l)
+    node_parent = jnp.full((t, m), -1, jnp.int32).at[rows, to_node].set(node, mode="drop")
+    node_side = jnp.zeros((t, m), jnp.int32).at[rows, to_node].set(side, mode="drop")
+    leaf_parent = jnp.full((t, l), -1, jnp.int32).at[rows, to_leaf].set(node, mode="drop")
+    leaf_side = jnp.zeros((t, l), jnp.int32).at[rows, to_leaf].set(side, mode="drop")
+    return node_parent, node_side, leaf_parent, leaf_side
+
+
+def leaf_paths(ens: TreeEnsemble) -> tuple[Array, Array, Array]:
+    """Each leaf's root-to-leaf path, listed from the leaf up.
+
+    Returns:
+        ``(nodes i32[T, L, D], right bool[T, L, D], mask bool[T, L, D])``: entry ``j`` is the
+        ``j``-th ancestor of the leaf (0: its parent), whether the path goes right there, and
+        whether the entry is real (False past the root and for padded leaves).
+    """
+    t, l, depth = ens.n_trees, ens.n_leaves, ens.depth
+    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    nodes, right = [leaf_parent], [leaf_side]
+    for _ in range(depth - 1):
+        up = jnp.maximum(nodes[-1], 0)
+        parent = jnp.where(nodes[-1] >= 0, jnp.take_along_axis(node_parent, up, axis=1), -1)
+        nodes.append(parent)
+        right.append(jnp.take_along_axis(node_side, up, axis=1))
+    nodes = jnp.stack(nodes, axis=-1) if depth else jnp.zeros((t, l, 0), jnp.int32)
+    right = jnp.stack(right, axis=-1) if depth else jnp.zeros((t, l, 0), jnp.int32)
+    mask = nodes >= 0
+    return jnp.maximum(nodes, 0), (right == 1) & mask, mask
+
+
+def node_covers(ens: TreeEnsemble, leaf_weights: Array | None = None) -> Array:
+    """``f32[T, M]`` cover of each internal node: the sum of its leaves' weights."""
+    weights = ens.leaf_weights if leaf_weights is None else leaf_weights
+    nodes, _, mask = leaf_paths(ens)
+    t, l, d = nodes.shape
+    flat = (nodes + ens.n_nodes * jnp.arange(t, dtype=jnp.int32)[:, None, None]).reshape(-1)
+    contrib = jnp.where(mask, weights[:, :, None], 0.0).reshape(-1)
+    return jax.ops.segment_sum(contrib, flat, t * ens.n_nodes).reshape(t, ens.n_nodes)
+
+
+def subtree_sums(ens: TreeEnsemble, leaf_weights: Array) -> tuple[Array, Array]:
+    """``(cover f32[T, M], weighted value sum f32[T, M, K])`` of each internal node's subtree."""
+    nodes, _, mask = leaf_paths(ens)
+    t, m, k = ens.n_trees, ens.n_nodes, ens.n_outputs
+    flat = (nodes + m * jnp.arange(t, dtype=jnp.int32)[:, None, None]).reshape(-1)
+    weight = jnp.where(mask, leaf_weights[:, :, None], 0.0)  # [T, L, D]
+    cover = jax.ops.segment_sum(weight.reshape(-1), flat, t * m).reshape(t, m)
+    value = weight[..., None] * ens.leaf_values[:, :, None, :]  # [T, L, D, K]
+    total = jax.ops.segment_sum(value.reshape(-1, k), flat, t * m).reshape(t, m, k)
+    return cover, total
+
+
+def from_oblivious(ens: Any) -> TreeEnsemble:
+    """An ``ObliviousEnsemble`` as the equivalent :class:`TreeEnsemble` (same predictions, leaf
+    weights, features and players), for what only general trees compute: SHAP of oblivious trees
+    deeper than their per-leaf tables allow (CatBoost trains depth up to 16). Each tree becomes
+    ``2**D - 1`` internal nodes and ``2**D`` leaves, so the cost grows as ``2**D``, as CatBoost's.
+
+    A padded depth of a shallower tree becomes a split that no row takes to the right (border
+    ``+inf``, zero weight on the right): a null player of every game, so every SHAP value is
+    unchanged.
+    """
+    t, d = (int(n) for n in ens.split_features.shape)
+    if ens.n_searched not in (None, 0):
+        raise ValueError("from_oblivious: the model's rows must hold every evaluated feature raw or binned")
+    featurized = ens.featurizer is not None
+    mask = ens.split_mask  # device arrays throughout: the conversion runs under jax.jit and vmap too
+    borders = jnp.where(mask, ens.split_bins.astype(jnp.float32) if featurized else ens.split_borders, jnp.inf)
+    features = ens.split_features.astype(jnp.int32)
+    nan_right = jnp.asarray([mode == "Max" for mode in ens.nan_modes])[features] & mask & (not featurized)
+    # internal node i of level k (root: k = 0) is node 2**k - 1 + i and splits as the oblivious
+    # tree's depth D - 1 - k (CatBoost's root is its last depth); a leaf's depth-first number,
+    # its decisions from the root down as bits from the most significant, is then CatBoost's
+    # oblivious leaf index (bit d: the decision at depth d)
+    level = np.repeat(np.arange(d), 2 ** np.arange(d))  # [M]
+    first = 2**level - 1
+    index = np.arange(2**d - 1) - first
+    left = np.where(level < d - 1, 2 * first + 1 + 2 * index, ~(2 * index))
+    right = np.where(level < d - 1, left + 1, ~(2 * index + 1))
+    depth = d - 1 - level
+    return TreeEnsemble(
+        roots=jnp.zeros(t, jnp.int32),
+        node_features=features[:, depth],
+        node_borders=borders[:, depth],
+        node_nan_right=nan_right[:, depth],
+        node_children=jnp.asarray(np.broadcast_to(np.stack([left, right], -1), (t, 2**d - 1, 2)).astype(np.int32)),
+        leaf_values=ens.leaf_values,
+        leaf_weights=ens.leaf_weights,
+        scale=ens.scale, bias=ens.bias, depth=d, n_features=ens.n_features,
+        feature_names=ens.feature_names, nan_modes=ens.nan_modes, loss_function=ens.loss_function,
+        class_names=ens.class_names, leaf_weights_known=ens.leaf_weights_known, featurizer=ens.featurizer,
+        players=ens.players, player_of=ens.player_of, reads=ens.reads,
+        n_searched=0 if featurized else None)

@@ -1,0 +1,479 @@
+"""Rows through a kernel in fixed-size, padded batches, optionally sharded over devices.
+
+Every function of jaximp that takes rows runs its per-row kernel through :func:`map_rows`:
+
+* rows go in steps of ``batch_size`` rows per device, leftover rows in steps of a power of two
+  of blocks (the last block zero-padded), so device memory is bounded for any N and only a few
+  step shapes are ever compiled (once per step shape and model shape): a second call of the
+  same N, or of any N the compiled shapes cover, does not recompile;
+* with several devices, each step is sharded along rows (``NamedSharding(mesh, P("rows"))``)
+  and the kernel's other arguments (model, tables) are replicated;
+* results live where the rows are: rows in host memory give NumPy arrays, each step copied to
+  the host while the next one runs; rows given as ``jax.Array`` give ``jax.Array`` results left
+  on the device (no host copy);
+* a reduction over rows (:func:`sum_rows`, :func:`sum_blocks`, :func:`mean_abs_rows`) adds each
+  step's result and never holds a per-row result for all rows;
+* the default step size comes from the kernel's per-row output footprint (``row_floats``) and the
+  device's memory, so a default call fits the device whatever the output's width;
+* when the kernel's non-row arguments are traced (``jax.grad`` / ``jax.jit`` over the model),
+  all rows go through one traced call instead, so the result is differentiable.
+
+Per-row kernels must be row-independent: row ``i`` of the output depends only on row ``i`` of
+the inputs, so results do not depend on batch size or device count.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+_ROW_AXIS = "rows"
+# Rows per fused block: every row of an untraced call goes through the same compiled block
+# program, so a row's result (down to the order of float sums) never depends on batch size,
+# N or device count. Small on CPU so that a block's tables stay in cache.
+_BLOCK = {"cpu": 1024}
+_ACCELERATOR_BLOCK = 1 << 14
+_DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; leftover rows go in smaller steps
+_ACCELERATOR_BATCH = 1 << 18
+_STEP_MEMORY_FRACTION = 16  # a default step's output takes at most 1/16 of the device's memory
+_PROGRESS_DELAY = 2.0  # seconds before a call's progress bar appears
+_MIN_STEP = 64  # rows of the smallest step (calls of fewer rows than a block)
+
+
+def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
+    """Normalise ``devices=`` (None, an int or a sequence of ``jax.Device``) to a tuple."""
+    if devices is None:
+        return (jax.devices()[0],)
+    available = jax.devices()
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= devices <= len(available):
+            raise ValueError(
+                f"{fn_name}: devices must be between 1 and {len(available)} (the devices JAX "
+                f"sees); got {devices}"
+            )
+        return tuple(available[: int(devices)])
+    if isinstance(devices, Sequence) and devices and all(
+        isinstance(d, jax.Device) for d in devices
+    ):
+        return tuple(devices)
+    raise TypeError(
+        f"{fn_name}: devices must be None, an int or a list of jax.Device; got {devices!r}"
+    )
+
+
+def device_memory(device: jax.Device) -> int:
+    """Bytes of memory ``device`` has: its allocator's limit, or the host's RAM for a CPU."""
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # backends without memory statistics
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str, row_floats: int = 0) -> int:
+    """Rows per device step: ``batch_size`` checked, or the device's default.
+
+    The default is the platform's step, lowered so that a step's output (``row_floats`` 4-byte
+    values per row, e.g. ``F * F * K`` for interaction values) takes at most
+    ``1 / _STEP_MEMORY_FRACTION`` of the device's memory.
+    """
+    if batch_size is None:
+        rows = _DEFAULT_BATCH.get(device.platform, _ACCELERATOR_BATCH)
+        if row_floats:
+            budget = device_memory(device) // _STEP_MEMORY_FRACTION
+            rows = max(1, min(rows, budget // (4 * row_floats)))
+        return rows
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"{fn_name}: batch_size must be a positive int or None; got {batch_size!r}")
+    return int(batch_size)
+
+
+def block_size(device: jax.Device, row_floats: int = 0) -> int:
+    """Rows per fused block on ``device`` (see ``_BLOCK``), halved while a block's output
+    (``row_floats`` values per row) would take more than the default step's share of memory."""
+    block = _BLOCK.get(device.platform, _ACCELERATOR_BLOCK)
+    budget = device_memory(device) // _STEP_MEMORY_FRACTION if row_floats else 0
+    while block > 1 and budget and 4 * row_floats * block > budget:
+        block //= 2
+    return block
+
+
+def step_shape(batch_size: Any, device: jax.Device, fn_name: str, row_floats: int = 0) -> tuple[int, int]:
+    """``(rows per device step, rows per block)``: a step is a whole number of blocks, ``batch_size``
+    rounded up, or the default (:func:`resolve_batch_size`) rounded down to at least one block."""
+    rows = resolve_batch_size(batch_size, device, fn_name, row_floats)
+    block = block_size(device, row_floats)
+    if batch_size is None:
+        return max(block, rows // block * block), block
+    return -(-rows // block) * block, block
+
+
+def power_of_two_rows(a: Array) -> Array:
+    """``a [N, ...]`` with its rows zero-padded to a power of two: a table of every row that a
+    kernel gathers from, whose compiled shape then serves every N up to that power."""
+    size = 1 << max(0, a.shape[0] - 1).bit_length()
+    return jnp.pad(a, ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
+
+
+def row_blocks(a: Array, block: int) -> Array:
+    """``[n, ...] -> [ceil(n / block), block, ...]``, the last block zero-padded (at least one)."""
+    n_blocks = max(1, -(-a.shape[0] // block))
+    a = jnp.pad(a, ((0, n_blocks * block - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
+    return a.reshape(n_blocks, block, *a.shape[1:])
+
+
+def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
+    """``row_fn`` over the leading axis of ``rows`` in blocks of ``block`` rows (``lax.map``).
+
+    ``row_fn`` takes and returns arrays with a leading block axis. Every block runs the same
+    program: fewer rows than a block are zero-padded to one (so a row's result never depends on
+    how many rows came with it), and a row count that is not a multiple of ``block`` (never
+    under :func:`map_rows`, whose steps hold whole blocks or, below one block, at least
+    ``block``-padded ones) ends in a smaller block.
+    """
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    if n < block:
+        padded = jax.tree_util.tree_map(lambda a: jnp.pad(a, [(0, block - n)] + [(0, 0)] * (a.ndim - 1)), rows)
+        return jax.tree_util.tree_map(lambda a: a[:n], row_fn(padded))
+    n_blocks, rest = divmod(n, block)
+    head = jax.tree_util.tree_map(lambda a: a[: n_blocks * block].reshape(n_blocks, block, *a.shape[1:]), rows)
+    out = jax.lax.map(row_fn, head)
+    out = jax.tree_util.tree_map(lambda a: a.reshape(n_blocks * block, *a.shape[2:]), out)
+    if rest:
+        tail = row_fn(jax.tree_util.tree_map(lambda a: a[n_blocks * block :], rows))
+        out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), out, tail)
+    return out
+
+
+@functools.cache
+def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, reduce: bool) -> Callable:
+    """``kernel`` jitted with its rows sharded over ``devices``; its output sharded along rows,
+    or replicated when ``reduce`` (a per-step reduction)."""
+    fn = functools.partial(kernel, **dict(static))
+    mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
+    out = PartitionSpec() if reduce else PartitionSpec(_ROW_AXIS)
+    return jax.jit(
+        fn,
+        in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec(_ROW_AXIS))),
+        out_shardings=NamedSharding(mesh, out),
+    )
+
+
+def _rows_device(rows: Any) -> Any:
+    """The device of rows given as ``jax.Array``s on a single device (computed there), else None."""
+    for a in jax.tree_util.tree_leaves(rows):
+        if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and len(a.devices()) == 1:
+            return list(a.devices())
+    return None
+
+
+def is_traced(tree: Any) -> bool:
+    """Whether a leaf of ``tree`` is a JAX tracer (``jax.grad``, ``jit`` or ``vmap`` is running):
+    the call must then stay in JAX, with no host conversion."""
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
+
+
+def platform_static(kernel: Callable, device: jax.Device) -> dict:
+    """``{"platform": "cpu" | "gpu" | ...}`` for kernels that take a ``platform`` keyword: choices
+    made for CPU caches (sub-blocking of gathers) apply on CPUs only."""
+    return {"platform": device.platform} if "platform" in inspect.signature(kernel).parameters else {}
+
+
+def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0):
+    """A tqdm progress bar over rows (terminals and notebooks), or None when disabled or when
+    tqdm is missing. With ``delay`` it appears only once the work has lasted that long."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is an optional dependency: no bar without it
+        return None
+    return tqdm(total=total, unit="rows", unit_scale=True, desc=desc, delay=delay, leave=False)
+
+
+def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0, progress=True,
+           per_block=False):
+    """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
+
+    A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
+    not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
+    stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled. A call
+    of fewer rows than one block takes a power of two of rows (at least ``_MIN_STEP``; not for
+    kernels that reduce, or output one value per block: ``per_block``), so that explaining a
+    handful of rows does not pay for a block of
+    padding in kernels whose inner steps are smaller than a block.
+    With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
+    a progress bar.
+    """
+    devs = resolve_devices(_rows_device(rows) if devices is None else devices, fn_name)
+    per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
+    static = {**static, **platform_static(kernel, devs[0])}
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    if is_traced(params) or is_traced(rows):
+        yield kernel(params, rows, block=block, **static)
+        return
+    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
+    bar = progress_bar(progress and n > per_device * len(devs), n, fn_name, delay=_PROGRESS_DELAY)
+    start = 0
+    try:
+        while start < n:
+            blocks_needed = -(-(n - start) // (block * len(devs)))
+            step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
+            if n < block * len(devs) and not (reduce or per_block):  # a small call: a power of two of rows
+                step = min(step, max(_MIN_STEP, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
+            yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
+            if bar is not None:
+                bar.update(min(step, n - start))
+            start += step
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def map_rows(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    host_dtype: Any = None,
+    row_floats: int = 0,
+    progress: bool = True,
+    **static: Any,
+) -> Any:
+    """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
+
+    Args:
+        kernel: a pure function; ``rows`` is a pytree of arrays with a leading row axis
+            ``[n, ...]``, and it returns a pytree of arrays with leading axis ``n``. It receives
+            ``block`` (rows per fused block, see :func:`map_blocks`) and ``static`` as keywords.
+        params: the pytree every row shares (the model, per-tree tables), replicated.
+        rows: pytree of arrays with the same leading length N (host or device arrays).
+        batch_size: rows per device step, or None for the device default; rounded up to a
+            whole number of blocks (1024 rows on CPU), which bounds memory the same way.
+        devices: None, an int or a list of ``jax.Device`` (see :func:`resolve_devices`).
+        fn_name: the public function's name, for error messages.
+        host_dtype: the dtype of the returned arrays, if not the kernel's (cast while copying
+            each step to the host: a narrow kernel output costs no wide device transfer).
+        row_floats: values the kernel outputs per row, for the default step size (0: the
+            platform's default).
+        progress: show a progress bar when the call lasts (see :func:`_steps`).
+        **static: hashable arguments compiled into the kernel.
+
+    Returns:
+        The kernel's output pytree with leading axis N: NumPy arrays when every row array is in
+        host memory, ``jax.Array``s left on the device when one is a ``jax.Array``, traced arrays
+        when ``params`` or ``rows`` are traced.
+    """
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    steps = _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
+                   row_floats=row_floats, progress=progress)
+    if on_device(rows):
+        return _on_device(steps, n, host_dtype)
+    result, start, pending = None, 0, None
+
+    def to_host(step_out):
+        nonlocal result, start
+        parts = jax.device_get(step_out)
+        if result is None:
+            result = jax.tree_util.tree_map(
+                lambda a: np.empty((n, *a.shape[1:]), host_dtype or a.dtype), parts
+            )
+        stop = min(n, start + jax.tree_util.tree_leaves(parts)[0].shape[0])
+        jax.tree_util.tree_map(lambda r, a: r.__setitem__(slice(start, stop), a[: stop - start]), result, parts)
+        start = stop
+
+    for out in steps:
+        if is_traced(out):  # one traced call over all rows
+            return out if host_dtype is None else jax.tree_util.tree_map(lambda a: a.astype(host_dtype), out)
+        if pending is not None:  # copy the previous step to the host while this one runs
+            to_host(pending)
+        pending = out
+    to_host(pending)
+    return result
+
+
+def on_device(rows: Any) -> bool:
+    """Whether ``rows`` (a pytree) holds a ``jax.Array``: results then stay on the device."""
+    return any(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(rows))
+
+
+def _on_device(steps: Any, n: int, dtype: Any) -> Any:
+    """The steps' outputs joined on the device, padding dropped (see :func:`map_rows`)."""
+    outs = list(steps)
+    if len(outs) == 1:
+        joined = outs[0]
+    else:
+        joined = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts), *outs)
+    return jax.tree_util.tree_map(lambda a: a[:n] if dtype is None else a[:n].astype(dtype), joined)
+
+
+def sum_rows(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    **static: Any,
+) -> Any:
+    """Sum over padded steps of ``kernel(params, rows, *, block, **static)``, a per-step reduction.
+
+    The reduction counterpart of :func:`map_rows` (same steps, padding and sharding): the kernel
+    reduces its rows to one pytree (a histogram, a sum) and the steps' results are added on the
+    device. Padding rows are zeros, so ``rows`` should carry a per-row weight that the kernel
+    multiplies by (padding then counts 0).
+
+    Returns:
+        The summed pytree as device arrays (traced when ``params`` or ``rows`` are traced).
+    """
+    total = None
+    for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=True):
+        total = out if total is None else jax.tree_util.tree_map(jnp.add, total, out)
+    return total
+
+
+def _block_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: Callable,
+                      inner_static: tuple, absolute: bool, platform: str) -> Any:
+    """Per block of ``block`` rows, ``sum_i w_i inner(params, x)_i`` (``|inner|`` when
+    ``absolute``) over the rows ``(x, w)`` (padding has ``w = 0``): ``[n / block, ...]``."""
+    x, weight = rows
+    inner_static = dict(inner_static)
+    if "platform" in inspect.signature(inner).parameters:
+        inner_static["platform"] = platform
+    out = inner(params, x, block=block, **inner_static)
+
+    def per_block(a):
+        size = block if a.shape[0] % block == 0 else a.shape[0]  # traced calls: rows unpadded
+        a = jnp.abs(a) if absolute else a
+        terms = weight.reshape((-1, size) + (1,) * (a.ndim - 1)) * a.reshape((-1, size) + a.shape[1:])
+        return jnp.sum(terms, axis=1)
+
+    return jax.tree_util.tree_map(per_block, out)
+
+
+def weighted_sums(kernel: Callable, params: Any, rows: Any, weight: Any, *, batch_size: int | None,
+                  devices: Any, fn_name: str, absolute: bool = False, row_floats: int = 0,
+                  progress: bool = True, **static: Any) -> Any:
+    """``sum_i weight_i kernel(params, rows)_i`` (of ``|kernel|`` when ``absolute``) over all rows,
+    each output of the per-row ``kernel`` summed per block on the device and the blocks added in
+    float64 on the host (:func:`sum_blocks`): never the per-row result of all rows.
+
+    Returns:
+        The kernel's output pytree without its row axis, ``f64`` NumPy (traced ``f32`` when
+        ``params`` or ``rows`` are traced).
+    """
+    return sum_blocks(_block_sum_kernel, params, (rows, weight), batch_size=batch_size, devices=devices,
+                      fn_name=fn_name, row_floats=row_floats, progress=progress, inner=kernel,
+                      inner_static=tuple(sorted(static.items())), absolute=absolute)
+
+
+def sum_blocks(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    row_floats: int = 0,
+    progress: bool = True,
+    **static: Any,
+) -> Any:
+    """The float64 sum of per-block sums: ``kernel`` returns, per step, arrays ``[n_blocks, ...]``
+    (one sum per block of rows), and only those come back to the host, where they are added in
+    float64 one after another in row order.
+
+    Blocks hold the same rows whatever the batch size or device count, so the result does too
+    (identical, not only close). Padding rows must add nothing (give them zero weight).
+
+    Returns:
+        The summed pytree, ``f64`` NumPy arrays (traced float32 when ``params`` or ``rows`` are
+        traced: one call, summed on the device).
+    """
+    total = None
+    for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
+                      row_floats=row_floats, progress=progress, per_block=True):
+        if is_traced(out):
+            return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0), out)
+        parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
+        if total is not None:
+            parts = jax.tree_util.tree_map(lambda t, a: np.concatenate([t[None], a]), total, parts)
+        total = jax.tree_util.tree_map(lambda a: np.add.accumulate(a, axis=0)[-1], parts)
+    return total
+
+
+def mean_abs_rows(
+    kernel: Callable,
+    params: Any,
+    rows: Any,
+    *,
+    batch_size: int | None,
+    devices: Any,
+    fn_name: str,
+    row_floats: int = 0,
+    progress: bool = True,
+    **static: Any,
+) -> Any:
+    """The mean over rows of ``|kernel(params, rows)|``, without the per-row result for all rows.
+
+    Each step sums its rows' ``|kernel|`` per block on the device; the blocks' sums are added
+    on the host in float64 (:func:`sum_blocks`), so the result is identical whatever the batch
+    size or device count, and equals the mean of the per-row values to float32 rounding of each
+    block's sum. Memory: one step's per-row output.
+
+    Returns:
+        The mean as float32: NumPy when ``rows`` are in host memory, ``jax.Array`` when they are
+        one (or traced).
+    """
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    weight = (jnp if on_device(rows) else np).ones(n, np.float32)
+    total = weighted_sums(kernel, params, rows, weight, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                          absolute=True, row_floats=row_floats, progress=progress, **static)
+    if is_traced(total):
+        return jax.tree_util.tree_map(lambda a: a / n, total)
+    mean = jax.tree_util.tree_map(lambda a: (a / n).astype(np.float32), total)
+    return like_rows(mean, rows)
+
+
+def like_rows(result: Any, rows: Any) -> Any:
+    """``result`` (host arrays) where the rows are: as is for host rows, on the rows' device
+    (or the default one) when they are ``jax.Array``s."""
+    if not on_device(rows):
+        return result
+    device = _rows_device(rows)
+    return jax.device_put(result, device[0] if device else None)
+
+
+def where_rows(result: Any, rows: Any) -> Any:
+    """``result`` (a ``jax.Array`` computed from ``rows``) as NumPy when the rows are in host
+    memory; as is for rows given as ``jax.Array``s, and for tracers (under ``jax.jit`` or
+    ``jax.grad``)."""
+    if on_device(rows) or is_traced(result):
+        return result
+    return np.asarray(result)
+
+
+def _padded(a: Any, size: int) -> Any:
+    missing = size - a.shape[0]
+    if missing == 0:
+        return a
+    xp = jnp if isinstance(a, jax.Array) else np
+    return xp.concatenate([a, xp.zeros((missing, *a.shape[1:]), a.dtype)])

@@ -1,0 +1,255 @@
+"""Host-side checks and normalisation of the rows users pass in.
+
+Everything a kernel sees is ``f32[N, F]`` in the model's column order: this module turns NumPy
+and JAX arrays, pandas and polars DataFrames and numeric ``catboost.Pool`` objects into that,
+or raises a ``TypeError``/``ValueError`` naming the argument and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaximp._models.ensemble import Ensemble, has_real_names
+from jaximp._rows.codes import encode_rows, needs_codes
+from jaximp._rows.featurize import featurize_columns
+from jaximp._rows.frames import EvaluatedRows, check_shape, frame_columns, frame_positions, is_pool
+from jaximp._rows.hashing import hash_column
+
+
+def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarray | jax.Array:
+    """``f32[N, F]`` rows of ``X`` in the model's column order.
+
+    Args:
+        X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or numeric ``catboost.Pool``.
+        ens: the model, whose ``n_features`` and ``feature_names`` the columns must match.
+        fn_name: the public function, for error messages.
+        arg: the argument's name, for error messages.
+
+    Returns:
+        ``f32[N, F]``: a NumPy array, or a JAX array when ``X`` is one (kept on its device).
+        For a model with categorical features, ``u8[N, E]`` NumPy: the bins of its evaluated
+        split features (see :func:`as_raw_columns` and ``jaximp._models.featurizer``). For a model
+        with set-membership splits (XGBoost, LightGBM, scikit-learn), categorical columns hold
+        category codes, as the library codes them (``jaximp._models.categories``).
+
+    Raises:
+        TypeError: an unsupported type or non-numeric data.
+        ValueError: wrong rank, wrong column count, missing named columns, or no rows.
+    """
+    if ens.featurizer is not None:
+        if isinstance(X, EvaluatedRows):  # checked and featurized already
+            return X
+        return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
+    codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
+    if codes is not None and needs_codes(X, codes):
+        return encode_rows(X, ens, fn_name, arg)
+    columns = frame_columns(X)
+    if columns is not None:
+        X = _select_frame(X, columns, ens, fn_name, arg)
+    elif is_pool(X):
+        X = _pool_matrix(X, ens, fn_name, arg)
+    if isinstance(X, jax.Array):
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+            raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {X.dtype}")
+        check_shape(X.shape, ens, fn_name, arg)
+        return X.astype(np.float32)
+    if not isinstance(X, (np.ndarray, list, tuple)):
+        raise TypeError(
+            f"{fn_name}: {arg} must be a NumPy or JAX array, a pandas or polars DataFrame or a "
+            f"catboost.Pool; got {type(X).__name__}"
+        )
+    try:
+        array = np.asarray(X)
+    except ValueError as e:
+        raise ValueError(f"{fn_name}: {arg} must be a rectangular [N, {ens.n_features}] array ({e})") from e
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        try:
+            array = array.astype(np.float32)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {array.dtype}") from e
+    check_shape(array.shape, ens, fn_name, arg)
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+class RawColumns(NamedTuple):
+    """The rows of a model with categorical features, checked, before featurization.
+
+    Attributes:
+        floats: ``f32[N, n_float]`` the float features, in the model's float-feature order.
+        cat_hashes: ``i64[N, n_cat]`` CatBoost's int32 hash of each categorical value.
+    """
+
+    floats: np.ndarray
+    cat_hashes: np.ndarray
+
+
+def featurize(ens: Ensemble, raw: RawColumns) -> EvaluatedRows:
+    """``u8[N, E]`` (or ``i32``) the bins of the evaluated split features of checked raw rows."""
+    return featurize_columns(ens.featurizer, raw.floats, raw.cat_hashes).view(EvaluatedRows)
+
+
+def as_raw_columns(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> RawColumns:
+    """The float and (hashed) categorical columns of ``X`` for a model with categorical features.
+
+    Categorical columns take raw values as CatBoost does: strings, integers or booleans (a
+    pandas ``category`` column of those too); floats and missing values are refused, as
+    CatBoost refuses them. A ``catboost.Pool`` with categorical features keeps its raw values
+    to itself, so it is refused with a pointer to the data it was built from.
+
+    Raises:
+        TypeError: an unsupported type, a non-numeric float column, or a categorical column
+            holding floats or missing values.
+        ValueError: wrong rank or column count, missing named columns, or no rows.
+    """
+    featurizer = ens.featurizer
+    column, n_rows = _columns_of(X, ens, fn_name, arg)
+    floats = np.empty((n_rows, len(featurizer.float_columns)), np.float32)
+    for i, j in enumerate(featurizer.float_columns):
+        floats[:, i] = _float_column(column(j), ens.feature_names[j], fn_name, arg)
+    hashes = np.empty((n_rows, len(featurizer.cat_columns)), np.int64)
+    for i, j in enumerate(featurizer.cat_columns):
+        hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
+    return RawColumns(floats, hashes)
+
+
+def display_values(X: Any, ens: Ensemble, fn_name: str) -> np.ndarray:
+    """``object[N, F]`` the raw values of a categorical model's rows, in the model's column order
+    (for display: shap's ``Explanation.display_data``)."""
+    column, n_rows = _columns_of(X, ens, fn_name, "X")
+    out = np.empty((n_rows, ens.n_features), dtype=object)
+    for j in range(ens.n_features):
+        values = column(j)
+        out[:, j] = values.to_list() if hasattr(values, "to_list") else list(values)
+    return out
+
+
+def _columns_of(X: Any, ens: Ensemble, fn_name: str, arg: str):
+    """``(column(j) -> the values of the model's column j, N)`` for raw rows of any form."""
+    if is_pool(X):
+        raise TypeError(
+            f"{fn_name}: {arg} must hold the raw categorical values; a catboost.Pool does not give "
+            "them back: pass the DataFrame or array the Pool was built from"
+        )
+    columns = frame_columns(X)
+    if columns is not None:
+        positions = frame_positions(columns, ens, fn_name, arg)
+        if type(X).__module__.startswith("pandas"):
+            column = lambda j: X.iloc[:, positions[j]]  # noqa: E731
+        else:
+            column = lambda j: X.get_column(X.columns[positions[j]])  # noqa: E731
+        n_rows = X.shape[0]
+    else:
+        if isinstance(X, jax.Array):
+            X = np.asarray(X)
+        if not isinstance(X, (np.ndarray, list, tuple)):
+            raise TypeError(
+                f"{fn_name}: {arg} must be a NumPy array, a pandas or polars DataFrame or a list of "
+                f"rows; got {type(X).__name__}"
+            )
+        array = X if isinstance(X, np.ndarray) else np.asarray(X, dtype=object)
+        check_shape(array.shape, ens, fn_name, arg)
+        column = lambda j: array[:, j]  # noqa: E731
+        n_rows = array.shape[0]
+    if n_rows == 0:
+        raise ValueError(f"{fn_name}: {arg} must have at least one row; got 0 rows")
+    return column, n_rows
+
+
+def _float_column(values: Any, name: str, fn_name: str, arg: str) -> np.ndarray:
+    values = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    try:
+        return np.asarray(values, np.float32)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{fn_name}: {arg}'s column {name!r} must hold numbers (a float feature); "
+                        f"got dtype {values.dtype}") from e
+
+
+def _cat_column(values: Any, name: str, fn_name: str, arg: str) -> np.ndarray:
+    if type(values).__module__.startswith("polars"):
+        values = values.cast(str) if str(values.dtype) in ("Categorical", "Enum") else values
+        values = np.asarray(values.to_list(), dtype=object)
+    dtype = getattr(values, "dtype", None)
+    if _is_float_dtype(dtype):
+        raise TypeError(
+            f"{fn_name}: {arg}'s column {name!r} must hold strings or integers (a categorical "
+            f"feature, as in training); got dtype {dtype} (CatBoost refuses floats too)"
+        )
+    try:
+        return hash_column(values)
+    except TypeError as e:
+        raise TypeError(f"{fn_name}: {arg}'s column {name!r} is categorical: {e}") from e
+
+
+def _is_float_dtype(dtype: Any) -> bool:
+    try:
+        return np.dtype(dtype).kind == "f"
+    except TypeError:  # pandas extension dtypes (category, string): their values are checked
+        return False
+
+
+def as_weights(sample_weight: Any, n_rows: int, fn_name: str, *, allow_all_zero: bool = False) -> np.ndarray:
+    """``f32[N]`` row weights: ones for None; else finite, non-negative and (unless
+    ``allow_all_zero``) not all 0.
+
+    Raises:
+        TypeError: non-numeric weights.
+        ValueError: a wrong shape, negative or non-finite weights, or all zeros.
+    """
+    if sample_weight is None:
+        return np.ones(n_rows, np.float32)
+    if isinstance(sample_weight, jax.core.Tracer):  # under jax.grad, jit or vmap: values unchecked
+        if sample_weight.shape != (n_rows,):
+            raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; "
+                             f"got {sample_weight.shape}")
+        return sample_weight.astype(jnp.result_type(float, sample_weight))
+    w = np.asarray(sample_weight)
+    if not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
+        raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
+    if w.shape != (n_rows,):
+        raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; got {w.shape}")
+    w = w.astype(np.float32)
+    bad = w[~(np.isfinite(w) & (w >= 0))][:5]
+    if allow_all_zero and bad.size:
+        raise ValueError(f"{fn_name}: sample_weight must be finite and non-negative; got values such as {bad}")
+    if not allow_all_zero and (bad.size or not np.sum(w) > 0):
+        raise ValueError(f"{fn_name}: sample_weight must be finite, non-negative and not all 0")
+    return w
+
+
+def _select_frame(X: Any, columns: list[str], ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
+    positions = frame_positions(columns, ens, fn_name, arg)
+    if type(X).__module__.startswith("pandas"):
+        frame = X.iloc[:, positions]
+        bad = [str(c) for c, dt in zip(frame.columns, frame.dtypes) if not _numeric_pandas(dt)]
+    else:
+        frame = X.select([X.columns[i] for i in positions])
+        bad = [c for c, dt in frame.schema.items() if not (dt.is_numeric() or str(dt) == "Boolean")]
+    if bad:
+        raise TypeError(f"{fn_name}: {arg} must hold numbers; non-numeric columns {bad[:10]}")
+    array = frame.to_numpy(dtype=np.float32) if type(X).__module__.startswith("pandas") else frame.to_numpy()
+    return np.asarray(array, np.float32)
+
+
+def _numeric_pandas(dtype: Any) -> bool:
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+
+
+def _pool_matrix(pool: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
+    if pool.get_cat_feature_indices() or pool.get_text_feature_indices() or pool.get_embedding_feature_indices():
+        raise TypeError(f"{fn_name}: {arg} must be a catboost.Pool of numeric features only")
+    try:
+        array = np.asarray(pool.get_features(), np.float32)
+    except Exception as e:  # catboost raises its own error types for quantized pools
+        raise TypeError(f"{fn_name}: {arg} must be a catboost.Pool of raw numeric features ({e})") from e
+    names = [str(n) for n in pool.get_feature_names() or ()]
+    default = [str(i) for i in range(len(names))]
+    if has_real_names(ens) and names and names != default:  # matched by name, as a DataFrame
+        check_shape((array.shape[0], ens.n_features), ens, fn_name, arg)
+        return array[:, frame_positions(names, ens, fn_name, arg)]
+    return array

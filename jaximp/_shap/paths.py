@@ -1,0 +1,338 @@
+"""Per-leaf root-to-leaf paths of :class:`TreeEnsemble` models, the players on them, a row's
+pattern at every leaf, and the layout of leaves in buckets of players per path.
+
+Entries and slots: entry ``k`` of a leaf's path is its ancestor's edge at depth ``k`` (root
+first). The path's players are its distinct features; slot ``s`` is the ``s``-th of them in the
+order they first appear, and every entry belongs to the slot of its feature. A path of ``e``
+edges thus has ``D <= e`` slots, and the games cost ``2**D``, not ``2**e`` (on a LightGBM model of
+500 trees of 127 leaves, paths of up to 31 edges read at most 22 features). A node's slot is the
+same for every leaf below it (it depends only on the edges above), so a row's patterns are built
+once per node, not per leaf and depth: each edge the row misses sets its slot's bit, and every
+node ORs in the bits of its ancestors by pointer jumping (``log2 e`` gathers over the nodes
+instead of ``e`` over the leaves; :class:`Edges`).
+
+Buckets. Trees of LightGBM and of Lossguide growth are deep (20 to 30 edges) while most of their
+leaves have few players (90% at most 13 on that model): padding every leaf to the most would
+cost every leaf what the deepest costs. A :data:`Layout` cuts the numbers of players into
+buckets, each with its own depth ``D_b`` (its most players), and each bucket holds those leaves
+of all trees, in chunks of leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only
+to its bucket's depth, whatever the shapes of the other trees. A bucket reads the first ``D_b``
+slots of its leaves (and all their entries where the rows' bit patterns do not hold the slots).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._models.trees import TreeEnsemble, leaf_paths, parents, subtree_sums
+
+
+class Paths(NamedTuple):
+    """Per-leaf path slots of every tree (a pytree; see the module docstring).
+
+    Per entry ``k`` (the leaf's ancestor's edge at depth ``k``, root first) ``[T, L, e]``, and
+    per slot ``s`` (the path's ``s``-th player) ``[T, L, D]``; both axes are the model's depth,
+    and a bucket may cut the slots shorter (:func:`bucket`).
+
+    Attributes:
+        nodes: ``i32[T, L, e]`` internal node of each entry's edge.
+        right: ``bool[T, L, e]`` the path goes right there.
+        slot: ``i32[T, L, e]`` the slot of the player the edge reads (0 past the leaf).
+        player: ``bool[T, L, D]`` the slot holds a player (else a null slot, past the path's players).
+        feature: ``i32[T, L, D]`` the slot's player (``TreeEnsemble.node_players``: its feature
+            for numeric models, its combination class with categorical features; 0 for null slots).
+        z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
+        ratio: ``f32[T, L, e]`` each edge's cover ratio (1 past the leaf).
+        mask: ``bool[T, L, e]`` the entry is a real edge.
+    """
+
+    nodes: Array
+    right: Array
+    slot: Array
+    player: Array
+    feature: Array
+    z: Array
+    ratio: Array
+    mask: Array
+
+
+def safe_div(num: Array, den: Array, fill: float) -> Array:
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), fill)
+
+
+def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
+    """The :class:`Paths` of ``ens`` with covers from ``leaf_weights f32[T, L]``; a node of zero
+    cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf)."""
+    nodes, right, mask = leaf_paths(ens)
+    t, l, d = nodes.shape
+    cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
+    rows = jnp.arange(t)[:, None, None]
+    node_cover = cover[rows, nodes]
+    child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
+    ratio = jnp.where(mask, safe_div(child_cover, node_cover, 0.5), 1.0)
+    feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
+    nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
+    ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
+    same, first, leads = _players(feature, mask)
+    rank = jnp.cumsum(leads, axis=-1, dtype=jnp.int32) - 1  # a leading entry's slot
+    slot = jnp.where(mask, jnp.take_along_axis(rank, first, axis=-1), 0)
+    z = jnp.prod(jnp.where(same & mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)  # per entry
+    holds = leads[..., :, None] & (rank[..., :, None] == jnp.arange(d))  # [T, L, e, s]: entry e leads slot s
+    player = jnp.any(holds, axis=-2)
+    feature = jnp.sum(jnp.where(holds, feature[..., :, None], 0), axis=-2)
+    z = jnp.where(player, jnp.sum(jnp.where(holds, z[..., :, None], 0.0), axis=-2), 1.0).astype(ratio.dtype)
+    return Paths(nodes, right, slot, player, feature, z, ratio, mask)
+
+
+def _players(feature: Array, mask: Array) -> tuple[Array, Array, Array]:
+    """``(bool[.., e, e'], i32[.., e], bool[.., e])`` of path entries ``feature i32[.., e]``
+    (root first, ``mask``: real edges): whether entries read the same player, the first entry
+    reading each entry's player, and whether an entry is that first one (it leads a slot)."""
+    d = feature.shape[-1]
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [.., e, e']
+    first = jnp.argmax(same, axis=-1).astype(jnp.int32)
+    return same, first, mask & (first == jnp.arange(d))
+
+
+def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
+    """Reorder ``[T, L, D]`` path entries listed from the leaf up to root first (entry ``k`` at
+    depth ``k``); entries past the leaf come out as ``mask``-False copies of the root's."""
+    d = mask.shape[-1]
+    length = jnp.sum(mask, axis=-1, keepdims=True)  # the leaf's depth
+    index = jnp.clip(length - 1 - jnp.arange(d), 0, max(d - 1, 0))
+    real = jnp.arange(d) < length
+    out = [jnp.take_along_axis(a, index, axis=-1) for a in entries]
+    return tuple(jnp.where(real, a, jnp.zeros_like(a)) if a.dtype == bool else a for a in out)
+
+
+class Edges(NamedTuple):
+    """What a row's patterns are built from, per tree (a pytree; see the module docstring).
+
+    Attributes:
+        parent: ``i32[T, M]`` the node above each internal node (0 at roots and padding).
+        side: ``i32[T, M]`` 1 when the node is its parent's right child.
+        bit: ``i32[T, M]`` ``1 << slot`` of the edge into the node (0 at roots and padding).
+        jumps: ``i32[T, J, M]`` the ``2**j``-th ancestor of each node (clamped at node 0), with
+            ``2**J >= D - 1``: J rounds of pointer jumping cover every internal node's path.
+        leaf_parent, leaf_side, leaf_bit: ``i32[T, L]`` the same for the edge into each leaf.
+    """
+
+    parent: Array
+    side: Array
+    bit: Array
+    jumps: Array
+    leaf_parent: Array
+    leaf_side: Array
+    leaf_bit: Array
+
+
+def tree_edges(ens: TreeEnsemble, paths: Paths) -> Edges:
+    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths``."""
+    t, m = ens.n_trees, ens.n_nodes
+    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    rows = jnp.arange(t)[:, None, None]
+    at = jnp.where(paths.mask, paths.nodes, m)  # padded entries dropped
+    node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
+    parent, leaf_up = jnp.maximum(node_parent, 0), jnp.maximum(leaf_parent, 0)
+    bit = jnp.where(node_parent >= 0, 1 << jnp.take_along_axis(node_slot, parent, axis=1), 0)
+    leaf_bit = jnp.where(leaf_parent >= 0, 1 << jnp.take_along_axis(node_slot, leaf_up, axis=1), 0)
+    jumps = [parent]
+    for _ in range(max(0, ens.depth - 2).bit_length() - 1):
+        jumps.append(jnp.take_along_axis(jumps[-1], jumps[-1], axis=1))
+    return Edges(parent, node_side, bit, jnp.stack(jumps, axis=1), leaf_up, leaf_side, leaf_bit)
+
+
+def gather_nodes(a: Array, index: Array) -> Array:
+    """``a[c, n, b]`` at ``index i32[c, n']`` along axis 1 -> ``[c, n', b]``."""
+    return jnp.take_along_axis(a, index[..., None], axis=1)
+
+
+def patterns(edges: Edges, decisions: Array, depth: int) -> Array:
+    """``i32[c, L, b]`` bit ``s`` set when player slot ``s`` has ``o_s = 1`` or is a null slot.
+
+    ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees as ``edges``.
+    """
+    missed = gather_nodes(decisions, edges.parent) != (edges.side == 1)[..., None]
+    fails = jnp.where(missed, edges.bit[..., None], 0)  # [c, M, b]: the edge into each node
+    for j in range(edges.jumps.shape[1]):  # OR in the ancestors' bits, 2**j edges at a time
+        fails = fails | gather_nodes(fails, edges.jumps[:, j])
+    missed = gather_nodes(decisions, edges.leaf_parent) != (edges.leaf_side == 1)[..., None]
+    fails = gather_nodes(fails, edges.leaf_parent) | jnp.where(missed, edges.leaf_bit[..., None], 0)
+    return ((1 << depth) - 1) & ~fails
+
+
+def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
+    """``f32[c, L, D, b]`` 1 where a row takes every edge of a player slot's feature (0 at null
+    slots): the bits of its :func:`patterns` ``i32[c, L, b]`` where they fit an int32, else
+    (``pattern`` None) a count of the edges it misses, from ``decisions bool[c, M, b]``."""
+    (c, l, d), e = paths.z.shape, paths.nodes.shape[-1]
+    if pattern is not None:
+        on = (pattern[:, :, None, :] >> jnp.arange(d, dtype=jnp.int32)[:, None]) & 1
+        return jnp.where(paths.player[..., None], on.astype(jnp.float32), 0.0)
+    right = gather_nodes(decisions, paths.nodes.reshape(c, l * e)).reshape(c, l, e, -1)
+    missed = (right != paths.right[..., None]) & paths.mask[..., None]  # [c, L, e, b]: leaves the path
+    owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [c, L, e, s]
+    misses = jnp.einsum("cleb,cles->clsb", missed.astype(jnp.float32), owner.astype(jnp.float32))
+    return jnp.where(paths.player[..., None] & (misses == 0), 1.0, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Buckets of players per path
+
+
+class Bucket(NamedTuple):
+    """The leaves of every tree whose paths hold ``shallowest < players <= depth`` players: each
+    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model."""
+
+    shallowest: int
+    depth: int
+    tables: bool
+    count: int
+
+
+Layout = tuple[Bucket, ...]
+
+
+def path_players(ens: TreeEnsemble) -> np.ndarray | None:
+    """``i32[T, L]`` the players on each leaf's path, the slots it takes (0 for padded leaves and
+    leaves without splits), or None when the model's structure is traced (under ``jax.jit`` /
+    ``jax.grad`` of the model: then one bucket of D slots)."""
+    if isinstance(ens.node_children, jax.core.Tracer) or isinstance(ens.roots, jax.core.Tracer):
+        return None
+    with jax.ensure_compile_time_eval():  # a concrete model inside an outer jax.jit
+        nodes, _, mask = leaf_paths(ens)
+        feature = jnp.where(mask, ens.node_players[jnp.arange(ens.n_trees)[:, None, None], nodes], -1)
+        return np.asarray(jnp.sum(_players(feature, mask)[2], axis=-1), np.int32)
+
+
+def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
+                table_floats: Callable[[int], int], table_bytes: int,
+                costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
+                max_buckets: int = 6) -> Layout:
+    """At most ``max_buckets`` buckets of players per path minimising a cost model of the row kernels
+    (each bucket is code of its own: more buckets pad less but compile longer).
+
+    Args:
+        players: ``i32[T, L]`` players per path (:func:`path_players`), or None: one bucket of ``depth``
+            holding every leaf.
+        n_trees, n_leaves, depth: T, L and D of the model.
+        table_depth: the deepest bucket that may use per-leaf tables.
+        table_floats: a table's floats per leaf, as a function of the bucket's depth.
+        table_bytes: the budget of all tables together; deeper buckets use quadrature beyond it.
+        costs: ``(table, no table)`` cost per leaf and row of a bucket of depth D_b, in ns
+            (default :func:`path_costs`).
+        overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
+
+    Returns:
+        :data:`Layout`, buckets from the shortest paths to the longest; leaves without splits
+        (no players, no SHAP values) are in none.
+    """
+    if players is None:
+        only = Bucket(-1, depth, depth <= table_depth, n_trees * n_leaves)
+        return _fit_tables((only,), table_floats, table_bytes)
+    depths, counts = np.unique(players[players > 0], return_counts=True)
+    start = np.concatenate([[0], np.cumsum(counts)])
+
+    def bucket(i: int, j: int) -> tuple[float, Bucket]:  # the leaves of depths[i:j]
+        d, count = int(depths[j - 1]), int(start[j] - start[i])
+        table, quad = (costs or path_costs)(d)
+        fits = d <= table_depth and count * table_floats(d) * 4 <= table_bytes
+        tables = fits and table < quad
+        shallowest = int(depths[i - 1]) if i else 0
+        return overhead * n_trees + count * (table if tables else quad), Bucket(shallowest, d, tables, count)
+
+    n = len(depths)
+    best = {(0, 0): (0.0, ())}  # cheapest layout of depths[:j] in k buckets
+    for k in range(1, max_buckets + 1):
+        for j in range(k, n + 1):
+            options = [(best[i, k - 1][0] + cost, best[i, k - 1][1] + (b,))
+                       for i in range(k - 1, j) if (i, k - 1) in best for cost, b in [bucket(i, j)]]
+            best[j, k] = min(options, key=lambda o: o[0])
+    layout = min((best[n, k] for k in range(1, max_buckets + 1) if (n, k) in best), key=lambda o: o[0],
+                 default=(0.0, ()))[1]
+    return _fit_tables(layout, table_floats, table_bytes)
+
+
+def path_costs(d: int, rows: int = 256) -> tuple[float, float]:
+    """``(table, quadrature)`` cost of the path-dependent games per leaf and row of a bucket of
+    depth ``d``, in ns measured on CPU: ``2 (d + 2)`` per lookup plus the table's build
+    (``(d + 1) 2**d`` per leaf) spread over the ``rows`` explained; quadrature
+    ``20 + 2 d ceil(d / 2)``."""
+    return 2.0 * (d + 2) + (d + 1) * (1 << d) / rows, 20.0 + 2.0 * d * (-(-d // 2))
+
+
+def interventional_costs(d: int, n_background: int, rows: int = 256) -> tuple[float, float]:
+    """``(table, no table)`` cost of the interventional games per leaf and row, as
+    :func:`path_costs` (measured on CPU with 2 cores): the table's build is ``ceil(d / 2)``
+    superset sums of ``d 2**d`` adds at 0.5 ns per leaf, and 9 ns per leaf and background row for
+    the histogram, spread over the ``rows`` explained; without a table, every row meets every
+    background row at every slot, 0.5 ns each."""
+    build = (0.5 * (-(-d // 2)) * d * (1 << d) + 9.0 * n_background) / rows
+    return 2.0 * (d + 3) + build, 20.0 + 0.5 * d * n_background
+
+
+def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes: int) -> Layout:
+    """Turn the deepest table buckets to quadrature until all tables fit ``table_bytes``."""
+    layout = list(layout)
+    size = lambda b: b.count * table_floats(b.depth) * 4  # noqa: E731
+    while sum(size(b) for b in layout if b.tables) > table_bytes:
+        i = max((i for i, b in enumerate(layout) if b.tables), key=lambda i: layout[i].depth)
+        layout[i] = layout[i]._replace(tables=False)
+    return tuple(layout)
+
+
+def bucket_leaves(players: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
+                  sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Per bucket, ``i32[n_b, sizes[b]]`` its leaves, as indices ``tree * L + leaf`` into the
+    model's leaves (:func:`flat_leaves`), in chunks of ``sizes[b]``; the last chunk ends in copies
+    of ``n_trees * L``, the null leaf. ``n_trees``: the trees of ``players`` and more, all leaves
+    of the extra trees unused (their index range pads the patterns of trees in chunks)."""
+    null = n_trees * n_leaves
+    if players is None:
+        every = np.arange(null, dtype=np.int32)
+        return tuple(_chunked(every, size, null) for size in sizes)
+    players = np.pad(players, ((0, n_trees - len(players)), (0, 0))).reshape(-1)
+    return tuple(_chunked(np.flatnonzero((players > b.shallowest) & (players <= b.depth)).astype(np.int32), size,
+                          null) for b, size in zip(layout, sizes))
+
+
+def _chunked(index: np.ndarray, size: int, fill: int) -> np.ndarray:
+    n = max(-(-len(index) // size), 1)
+    return np.pad(index, (0, n * size - len(index)), constant_values=fill).reshape(n, size)
+
+
+def chunk_sizes(counts: tuple[int, ...], widths: tuple[float, ...], budget: float) -> tuple[int, ...]:
+    """Leaves per chunk of each bucket of ``counts`` leaves and ``widths`` floats per leaf: within
+    ``budget`` floats, split evenly (the last chunk pads the least)."""
+    out = []
+    for count, width in zip(counts, widths):
+        most = max(1, int(budget // max(width, 1.0)))
+        n = max(-(-count // most), 1)
+        out.append(max(-(-count // n), 1))
+    return tuple(out)
+
+
+def flat_leaves(paths: Paths, n_nodes: int) -> Paths:
+    """``paths [T, L, D]`` as ``[T L + 1, D]``: every leaf of the model, tree-major, with
+    ``nodes`` indexing the model's ``T M`` nodes (``tree * M + node``), and a null leaf (no
+    edges, no players) last, which pads the buckets' chunks (:func:`bucket_leaves`)."""
+    t, l, d = paths.nodes.shape
+    paths = paths._replace(nodes=paths.nodes + (n_nodes * jnp.arange(t, dtype=jnp.int32))[:, None, None])
+    null = Paths(nodes=0, right=False, slot=0, player=False, feature=0, z=1.0, ratio=1.0, mask=False)
+    return Paths(*(jnp.concatenate([a.reshape(t * l, d), jnp.full((1, d), fill, a.dtype)])
+                   for a, fill in zip(paths, null)))
+
+
+def bucket(paths: Paths, leaves: Array, depth: int, entries: int) -> Paths:
+    """``paths [T L + 1, D]`` (:func:`flat_leaves`) at a bucket's ``leaves i32[n_b, L_b]``: their
+    first ``depth`` slots ``[n_b, L_b, depth]`` and first ``entries`` entries ``[n_b, L_b, entries]``
+    (0 when the rows' bit patterns stand for them)."""
+    slots = {"player", "feature", "z"}
+    return Paths(*(a[:, :depth if name in slots else entries][leaves] for name, a in zip(Paths._fields, paths)))

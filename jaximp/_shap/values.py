@@ -1,0 +1,345 @@
+"""SHAP values, expected values and SHAP interaction values of either layout: the stage's
+public functions, with the one dispatch of its kernels by layout (:data:`KERNELS`).
+
+Every SHAP variant of a tree is the Shapley value of a game whose value ``v(S)`` for a coalition
+``S`` of the tree's features and a row ``x`` depends on the method; a model's values are the sum
+over its trees, times its scale (``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i) -
+v(S))`` over a tree's n distinct features):
+
+* ``"path_dependent"``: Lundberg's TreeSHAP value function (Lundberg, Erion et al. 2020, "From
+  local explanations to global understanding with explainable AI for trees", Algorithm 1):
+  ``x`` is followed at splits on features in S, and both children are averaged by their
+  training weight (cover) elsewhere. CatBoost ``ShapValues`` with ``shap_calc_type="Regular"``,
+  shap's ``TreeExplainer(feature_perturbation="tree_path_dependent")``.
+* ``"exact"`` (oblivious trees): CatBoost ``shap_calc_type="Exact"``: the features outside S
+  are drawn from the tree's training leaf distribution.
+* ``"approximate"``: CatBoost ``shap_calc_type="Approximate"``, Saabas' path attribution
+  (Saabas 2014, "Interpreting random forests").
+* ``"interventional"``: ``v(S) = mean_b V(x_S, b_notS)`` over the background rows ``b``
+  (Lundberg et al. 2020; Janzing et al. 2020): CatBoost ``ShapValues`` with ``reference_data``,
+  shap's ``TreeExplainer(data=background, feature_perturbation="interventional")``.
+
+Each layout brings the same four functions (:class:`ShapKernels`): a *plan* of per-tree tables
+computed once per model (and background), the values of checked rows from a plan, the expected
+value, and the interaction values. Oblivious trees tabulate every method per leaf
+(``jaximp._shap.oblivious``); general trees split each tree into one game per leaf
+(``jaximp._shap.trees``). An oblivious model deeper than its tables allow is explained as the
+equivalent general trees (:func:`general`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from jax import Array
+
+from jaximp._models.ensemble import Ensemble, check_model
+from jaximp._models.trees import from_oblivious
+from jaximp._rows.inputs import as_features
+from jaximp._shap import oblivious, trees
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapKernels:
+    """The SHAP functions of one layout.
+
+    Attributes:
+        methods: the methods the layout computes.
+        plan: ``(ens, method, background, *, x, batch_size, devices, fn_name) -> plan``, the
+            per-tree tables of a method (``background``: checked rows or None; ``x``: the
+            checked rows to explain, or None).
+        values: ``(ens, plan, x, *, batch_size, devices, fn_name, reduce, progress)`` -> SHAP
+            values ``f32[N, F(, K)]``, or their mean |.| over rows with ``reduce``.
+        expected: ``(ens, method, background, *, plan, x, batch_size, devices, fn_name)`` -> the
+            expected raw prediction ``f32[]`` or ``f32[K]``.
+        interactions: ``(ens, x, *, batch_size, devices, fn_name, reduce, progress)`` ->
+            interaction values ``f32[N, F, F(, K)]``, or their mean |.| over rows with ``reduce``.
+    """
+
+    methods: tuple[str, ...]
+    plan: Callable
+    values: Callable
+    expected: Callable
+    interactions: Callable
+
+
+KERNELS = {
+    "oblivious": ShapKernels(oblivious.METHODS, oblivious.plan, oblivious.values, oblivious.expected,
+                             oblivious.interactions),
+    "trees": ShapKernels(trees.METHODS, trees.plan, trees.values, trees.expected, trees.interactions),
+}
+METHODS = oblivious.METHODS
+
+
+def general(ens: Any, method: Any = "path_dependent", fn_name: str = "shap_values") -> Any:
+    """An oblivious model deeper than its SHAP tables allow as the equivalent ``TreeEnsemble``
+    (``jaximp._models.trees.from_oblivious``: CatBoost's numbers, at a cost growing as ``2**D``);
+    any other model unchanged."""
+    if check_model(ens, fn_name) != "oblivious" or ens.depth <= oblivious.MAX_DEPTH:
+        return ens
+    if method == "exact":
+        raise ValueError(f"{fn_name}: method='exact' needs ens.depth <= {oblivious.MAX_DEPTH} (its tables "
+                         f"grow as 4**depth); got {ens.depth}: use 'path_dependent' or 'interventional'")
+    return from_oblivious(ens)
+
+def _layout(ens: Any, method: Any, background: Any, fn_name: str) -> tuple[Ensemble, ShapKernels]:
+    """``(ens, its layout's kernels)`` once the method and background are checked; an oblivious
+    model too deep for tables as general trees (:func:`general`)."""
+    check_model(ens, fn_name)
+    _check_method(method, background, METHODS, fn_name)
+    ens = general(ens, method, fn_name)
+    kernels = KERNELS[ens.layout]
+    _check_method(method, background, kernels.methods, fn_name)
+    return ens, kernels
+
+
+def _rows(ens: Ensemble, X: Any, background: Any, fn_name: str) -> tuple[Any, Any]:
+    """The checked rows to explain and the checked background (or None)."""
+    x = as_features(X, ens, fn_name)
+    return x, None if background is None else as_features(background, ens, fn_name, "background")
+
+
+def _check_method(method: Any, background: Any, methods: tuple[str, ...], fn_name: str) -> None:
+    if not isinstance(method, str) or method not in methods:
+        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, methods))}; got {method!r}")
+    if method == "interventional" and background is None:
+        raise ValueError(
+            f"{fn_name}: background must be given for method='interventional' (rows [B, F], "
+            "e.g. a sample of the training data); got None"
+        )
+    if method != "interventional" and background is not None:
+        raise ValueError(
+            f"{fn_name}: background is only used by method='interventional'; got a background "
+            f"with method={method!r} (drop it, or pass method='interventional')"
+        )
+
+def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", background: Any = None,
+                batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
+    """SHAP values of every row, in raw score space.
+
+    Each tree's attributions are tabulated per leaf once; each row then costs one gather per
+    tree. The methods differ in the value ``v(S)`` of a coalition S of a tree's features for a
+    row ``x``, and each tree's values ``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i)
+    - v(S))`` over its n distinct features are summed over the trees:
+
+    * ``"path_dependent"``: TreeSHAP (Lundberg et al. 2020, "From local explanations to global
+      understanding with explainable AI for trees", Algorithm 1): ``x`` is followed at splits on
+      features in S, and both children are averaged by their training weight elsewhere.
+    * ``"exact"``: CatBoost's ``"Exact"``: the features outside S are drawn from the tree's
+      training leaf distribution.
+    * ``"approximate"``: Saabas' path attribution (Saabas 2014, "Interpreting random forests"):
+      each split on the row's path is credited with the change of the mean value it makes.
+    * ``"interventional"``: ``v(S)`` is the mean prediction with the features outside S taken
+      from each background row (Lundberg et al. 2020; Janzing et al. 2020).
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        method: ``"path_dependent"`` (CatBoost ``shap_calc_type="Regular"``, shap
+            ``tree_path_dependent``), ``"exact"`` (CatBoost ``"Exact"``), ``"approximate"``
+            (CatBoost ``"Approximate"``, Saabas) or ``"interventional"`` (needs ``background``;
+            CatBoost ``reference_data``, shap ``interventional``).
+        background: ``[B, F]`` background rows, only with ``method="interventional"``; rows are
+            weighted equally and enter only through each tree's leaf histogram, so the cost per
+            explained row does not depend on B.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
+
+    Returns:
+        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
+        ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
+        host memory, a ``jax.Array`` on the rows' device for rows given as one.
+
+    Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
+    (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
+    ``background`` (it enters through leaf counts) and the splits; see
+    ``jaximp.soft_shap_values`` for gradients in ``X``. Rows, background and the model may be
+    traced (``jax.jit``, ``vmap`` over stacked ensembles): the call then stays in JAX.
+
+    Raises:
+        TypeError, ValueError: a bad model, rows, method or background.
+
+    Example:
+        >>> phi = jaximp.shap_values(ens, X)
+        >>> phi.shape
+        (442, 10)
+        >>> catboost_phi = model.get_feature_importance(catboost.Pool(X), type="ShapValues")
+        >>> np.allclose(phi, catboost_phi[:, :-1], rtol=1e-5, atol=1e-3)  # float32 sums
+        True
+        >>> phi = jaximp.shap_values(ens, X, method="interventional", background=X[:100])
+        >>> base = jaximp.expected_value(ens, method="interventional", background=X[:100])
+        >>> np.allclose(phi.sum(1) + base, ens.predict(X), rtol=1e-5, atol=1e-3)
+        True
+    """
+    fn_name = "shap_values"
+    ens, kernels = _layout(ens, method, background, fn_name)
+    x, background = _rows(ens, X, background, fn_name)
+    plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    return kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, progress=progress)
+
+
+def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
+                    background: Any = None, batch_size: int | None = None, devices: Any = None,
+                    progress: bool = True) -> Any:
+    """Mean absolute SHAP value of each feature over the rows ``X`` (shap's global "mean(|SHAP|)"
+    bar), without holding the ``[N, F]`` SHAP matrix.
+
+    Rows go through the SHAP kernel of :func:`shap_values` step by step; each step sums its
+    rows' ``|phi|`` on the device and the steps' sums are added in float64, so the result equals
+    ``np.abs(shap_values(ens, X, ...)).mean(0)`` to float32 rounding while memory stays that of
+    one step (``batch_size`` rows) whatever N.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows (as for :func:`shap_values`).
+        method, background: as for :func:`shap_values`.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
+
+    Returns:
+        ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
+        ``jax.Array`` for rows given as one.
+
+    Differentiable in: as :func:`shap_values` (``|.|`` has a kink where a value is 0). Under
+    ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
+
+    Raises:
+        TypeError, ValueError: as :func:`shap_values`.
+
+    Example:
+        >>> mean_abs = jaximp.shap_importance(ens, X)
+        >>> mean_abs.shape
+        (10,)
+        >>> np.allclose(mean_abs, np.abs(jaximp.shap_values(ens, X)).mean(0), rtol=1e-5, atol=1e-5)
+        True
+    """
+    fn_name = "shap_importance"
+    ens, kernels = _layout(ens, method, background, fn_name)
+    x, background = _rows(ens, X, background, fn_name)
+    plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    return kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=True,
+                          progress=progress)
+
+
+def expected_value(ens: Ensemble, *, method: str = "path_dependent",
+                   background: Any = None) -> Array:
+    """The SHAP base value, in raw score space: CatBoost's last ``ShapValues`` column.
+
+    ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias`` with ``p_t`` the tree's training leaf
+    weights (``path_dependent``, ``exact``, ``approximate``) or its background leaf histogram
+    (``interventional``), normalised.
+
+    Args:
+        ens: the model.
+        method, background: as for :func:`shap_values`.
+
+    Returns:
+        ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
+        alone (a background included).
+
+    Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias`` and (except for
+    ``interventional``) ``ens.leaf_weights``; piecewise constant in ``background``.
+
+    Raises:
+        TypeError, ValueError: a bad model, method or background.
+
+    Example:
+        >>> base = jaximp.expected_value(ens)
+        >>> base.shape
+        ()
+        >>> catboost_phi = model.get_feature_importance(catboost.Pool(X), type="ShapValues")
+        >>> np.allclose(base, catboost_phi[0, -1], rtol=1e-5, atol=1e-3)
+        True
+    """
+    fn_name = "expected_value"
+    ens, kernels = _layout(ens, method, background, fn_name)
+    background = None if background is None else as_features(background, ens, fn_name, "background")
+    return kernels.expected(ens, method, background, fn_name=fn_name)
+
+
+def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = None,
+                            devices: Any = None, progress: bool = True) -> Any:
+    """SHAP interaction values (path-dependent), CatBoost ``ShapInteractionValues`` without the
+    bias row and column.
+
+    Per tree, the Shapley interaction index of Lundberg et al. 2020 (eq. 11) over the tree's
+    distinct features with the path-dependent value function: ``Phi_ij = sum_{S without i, j}
+    |S|! (n - |S| - 2)! / (2 (n - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
+    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``. With
+    categorical features the players are CatBoost's combination classes (the sets of columns a
+    split reads), unpacked onto columns as CatBoost does; where a CTR combines several
+    categorical columns,
+    CatBoost drops the part of its interactions that falls on a column with itself, and so does
+    this function, so those rows sum to slightly less than the SHAP values.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device``.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
+
+    Returns:
+        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes:
+        NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
+
+    Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
+    constant in ``X`` and the splits.
+
+    Raises:
+        TypeError, ValueError: a bad model or rows.
+
+    Example:
+        >>> inter = jaximp.shap_interaction_values(ens, X[:50])
+        >>> inter.shape
+        (50, 10, 10)
+        >>> np.allclose(inter.sum(2), jaximp.shap_values(ens, X[:50]), rtol=1e-5, atol=1e-3)
+        True
+    """
+    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values",
+                         progress=progress)
+
+def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None = None,
+                                devices: Any = None, progress: bool = True) -> Any:
+    """Mean absolute SHAP interaction value of every pair of features over the rows ``X``,
+    without holding the ``[N, F, F]`` interaction values.
+
+    Equals ``np.abs(shap_interaction_values(ens, X)).mean(0)`` to float32 rounding (steps
+    reduced on the device, added in float64); memory ``O(batch_size F^2)`` whatever N.
+
+    Args:
+        ens: the model.
+        X: ``[N, F]`` rows.
+        batch_size, devices, progress: as for :func:`shap_interaction_values`.
+
+    Returns:
+        ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
+        |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
+
+    Differentiable in: as :func:`shap_interaction_values` (``|.|`` has a kink at 0).
+
+    Raises:
+        TypeError, ValueError: as :func:`shap_interaction_values`.
+
+    Example:
+        >>> mean_abs = jaximp.shap_interaction_importance(ens, X[:50])
+        >>> mean_abs.shape
+        (10, 10)
+        >>> np.allclose(mean_abs, np.abs(jaximp.shap_interaction_values(ens, X[:50])).mean(0),
+        ...             rtol=1e-5, atol=1e-5)
+        True
+    """
+    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_importance",
+                         reduce=True, progress=progress)
+
+def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
+                  reduce: bool = False, progress: bool = True) -> Any:
+    """Interaction values ``[N, F, F(, K)]``, or with ``reduce`` their mean |.| ``[F, F(, K)]``."""
+    ens, kernels = _layout(ens, "path_dependent", None, fn_name)
+    x = as_features(X, ens, fn_name)
+    return kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
+                                progress=progress)
