@@ -179,3 +179,11 @@ def to_columns(ens: Ensemble, values: Array, axis: int, *, per: str = "player") 
 def has_real_names(ens: Ensemble) -> bool:
     """Whether the model was trained with column names (not CatBoost's default ``0..F-1``)."""
     return tuple(ens.feature_names) != tuple(str(i) for i in range(ens.n_features))
+
+
+def safe_div(num: Array, den: Array, fill: float = 0.0) -> Array:
+    """``num / den`` where ``den > 0``, else ``fill``, with finite gradients everywhere (empty
+    leaves and nodes of zero cover give exact zeros): the one guarded division of every weighted
+    mean of the model."""
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), fill)
