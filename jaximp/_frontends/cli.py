@@ -28,6 +28,9 @@ def _positive(text: str) -> int:
     return value
 
 
+METHODS = ("path_dependent", "exact", "approximate", "interventional")
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``jaximp`` command's parser: ``demo`` and ``explain``."""
     root = _Parser(prog="jaximp", description="Exact feature importances and SHAP values of tree ensembles.")
@@ -83,9 +86,6 @@ def parser() -> argparse.ArgumentParser:
     run_explain.add_argument("--no-progress", action="store_true", help="no progress bars")
     root.commands = {"demo": run_demo, "explain": run_explain}
     return root
-
-
-METHODS = ("path_dependent", "exact", "approximate", "interventional")
 
 
 def explain_command(args: argparse.Namespace) -> str:

@@ -35,7 +35,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
             ``$XDG_CACHE_HOME/jaximp/jax`` (``~/.cache/jaximp/jax``).
 
     Returns:
-        The directory used.
+        The directory used, a ``pathlib.Path``.
 
     Example:
         >>> import tempfile

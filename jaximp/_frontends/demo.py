@@ -105,7 +105,6 @@ def categorical_demo(X, y, iterations: int) -> None:
     import catboost
     import pandas as pd
 
-
     frame = X.copy()
     frame["sex"] = np.where(X["sex"] > 0, "male", "female")
     frame["age"] = pd.cut(X["age"], 6, labels=[f"band{i}" for i in range(6)]).astype(str)

@@ -14,13 +14,14 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
 from jaximp._frontends.files import dataset_of, explain_files, output_labels, output_names
-from jaximp._frontends.report import MAX_SUMMARIES, describe_model, write_plots, write_report
+from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, write_plots, write_report
 from jaximp._importances.loss_change import loss_function_change
 from jaximp._importances.model_importance import interaction, prediction_values_change
 from jaximp._importances.permutation import permutation_importance
@@ -33,7 +34,6 @@ from jaximp._rows.inputs import as_features
 # file name suffix -> the library whose model files use it
 _SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM"}
 SUMMARY_POINTS = 2000  # rows drawn in the beeswarm plot
-_MODEL_ONLY = {"interaction": interaction, "prediction_values_change": prediction_values_change}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +191,7 @@ def explain(options: Options) -> str:
         run.say(f"SHAP values ({method}): {options.data} -> {shap_path}")
         mean_abs, n_rows = run.timed(f"SHAP values ({method}), streamed to shap.parquet", _stream_shap, inputs,
                                      options, method, shap_path, devices)
-        interaction = _model_only(run, "Interaction", "interaction", inputs.ens)
+        interactions = _model_only(run, "Interaction", interaction, inputs.ens)
 
     ens, labels = inputs.ens, output_labels(inputs.ens)
     table = importance_table(inputs.columns, mean_abs, labels, importances)
@@ -201,12 +201,12 @@ def explain(options: Options) -> str:
     sample = run.timed("read a sample of rows for the beeswarm plot", _summary_sample, inputs.dataset,
                        inputs.columns, shap_path, n_rows)
     plots = run.timed("plots", write_plots, options.out, inputs.columns, table, labels, _shap_columns(ens),
-                      interaction, sample, n_rows, "class" if ens.class_names else "output")
+                      interactions, sample, n_rows, "class" if ens.class_names else "output")
     run.timings.append(("total", time.perf_counter() - started))
-    context = dict(options=options, library=inputs.library, ens=ens, n_rows=n_rows, method=method, labels=labels,
-                   background_rows=None if inputs.background is None else len(inputs.background),
-                   target_rows=target_rows, device=_device_name(device), plots=plots)
-    return write_report(os.path.join(options.out, "report.md"), table, run, context)
+    summary = Summary(options=options, library=inputs.library, ens=ens, n_rows=n_rows, method=method,
+                      labels=labels, background_rows=None if inputs.background is None else len(inputs.background),
+                      target_rows=target_rows, device=_device_name(device), plots=plots)
+    return write_report(os.path.join(options.out, "report.md"), table, run, summary)
 
 
 def _method(options: Options) -> str:
@@ -243,7 +243,7 @@ def _importances(run: Run, inputs: Inputs, options: Options, devices: Any) -> tu
     PredictionValuesChange where the model defines it, and with ``--target`` permutation
     importance and LossFunctionChange."""
     importances = {}
-    pvc = _model_only(run, "PredictionValuesChange", "prediction_values_change", inputs.ens)
+    pvc = _model_only(run, "PredictionValuesChange", prediction_values_change, inputs.ens)
     if pvc is not None:
         importances["prediction_values_change"] = pvc
     target_rows = 0
@@ -258,8 +258,8 @@ def _stream_shap(inputs: Inputs, options: Options, method: str, shap_path: str, 
     import pyarrow.parquet as pq
 
     mean_abs = explain_files(inputs.ens, options.data, out=shap_path, method=method,
-                                    background=inputs.background, columns=inputs.columns,
-                                    batch_rows=options.batch_rows, progress=options.progress, devices=devices)
+                             background=inputs.background, columns=inputs.columns,
+                             batch_rows=options.batch_rows, progress=options.progress, devices=devices)
     return mean_abs, pq.ParquetFile(shap_path).metadata.num_rows
 
 
@@ -293,11 +293,11 @@ def _check_rows(ens: Any, head: Any, path: str) -> None:
     as_features(head, ens, "DATA")
 
 
-def _model_only(run: Run, name: str, function: str, ens: Any) -> np.ndarray | None:
-    """``jaximp.<function>(ens)``, an importance of the model alone, or None (with a note) where
-    the model does not define it."""
+def _model_only(run: Run, name: str, function: Callable, ens: Any) -> np.ndarray | None:
+    """``function(ens)`` as float64, an importance of the model alone (``name`` in the timings),
+    or None (with a note) where the model does not define it."""
     try:
-        return np.asarray(run.timed(name, _MODEL_ONLY[function], ens), np.float64)
+        return np.asarray(run.timed(name, function, ens), np.float64)
     except (ValueError, TypeError) as e:
         run.notes.append(f"{name} not computed: {e}")
         return None

@@ -118,7 +118,7 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     few batches whatever the size of the files.
 
     Args:
-        ens: the model (``jaximp.from_catboost``).
+        ens: the model (``jaximp.from_catboost``, ``from_xgboost``, ...).
         source: a Parquet or CSV file, a directory of Parquet files, a glob pattern
             (``"data/*.parquet"``) or a list of paths; CSV when every path ends in ``.csv``.
         out: the Parquet file to write (overwritten), in the source's row order: one column per

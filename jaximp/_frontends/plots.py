@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,8 +63,21 @@ def _finite(values: Any, fn_name: str, arg: str, ndims: tuple[int, ...]) -> np.n
     return a
 
 
-def _series(values: Any, fn_name: str) -> list[tuple[str | None, np.ndarray, np.ndarray | None]]:
-    """``[(name, mean f64[F] or f64[F, K], spread f64[F] or None)]`` of what ``importance`` takes."""
+@dataclasses.dataclass(frozen=True)
+class _Series:
+    """One importance to draw: its name (None when it is the only one), its values ``f64[F]`` or
+    ``f64[F, K]``, and their spread over repeats ``f64[F]`` (error bars) or None."""
+
+    name: str | None
+    mean: np.ndarray
+    spread: np.ndarray | None
+
+    def scaled(self, factor: float) -> _Series:
+        return _Series(self.name, self.mean * factor, None if self.spread is None else self.spread * factor)
+
+
+def _series(values: Any, fn_name: str) -> list[_Series]:
+    """The importances that ``importance`` takes, checked, one ``_Series`` each."""
     def one(v: Any, arg: str, ndims: tuple[int, ...]):
         if hasattr(v, "importances_mean") and hasattr(v, "importances_std"):  # permutation importance
             mean = _finite(v.importances_mean, fn_name, f"{arg}.importances_mean", (1,))
@@ -77,13 +91,13 @@ def _series(values: Any, fn_name: str) -> list[tuple[str | None, np.ndarray, np.
     if isinstance(values, Mapping) and not hasattr(values, "importances_mean"):  # sklearn's Bunch is a dict
         if not values:
             raise ValueError(f"{fn_name}: values must hold at least one importance; got an empty mapping")
-        series = [(str(name), *one(v, f"values[{name!r}]", (1,))) for name, v in values.items()]
-        sizes = {mean.shape[0] for _, mean, _ in series}
+        series = [_Series(str(name), *one(v, f"values[{name!r}]", (1,))) for name, v in values.items()]
+        sizes = {s.mean.shape[0] for s in series}
         if len(sizes) > 1:
             raise ValueError(f"{fn_name}: every importance in values must have one value per feature; got "
-                             f"{ {name: mean.shape[0] for name, mean, _ in series} }")
+                             f"{ {s.name: s.mean.shape[0] for s in series} }")
         return series
-    return [(None, *one(values, "values", (1, 2)))]
+    return [_Series(None, *one(values, "values", (1, 2)))]
 
 
 def _new_axes(width: float, height: float):
@@ -161,14 +175,13 @@ def importance(values: Any, feature_names: Sequence[str] | None, *, ax: Any = No
     fn_name = "importance"
     _check_top(top, fn_name)
     series = _series(values, fn_name)
-    n_features = series[0][1].shape[0]
+    n_features = series[0].mean.shape[0]
     labels = _labels(feature_names, n_features, fn_name)
     if normalize is None:
         normalize = len(series) > 1
     if normalize:
-        series = [(name, mean * _share(mean), None if err is None else err * _share(mean))
-                  for name, mean, err in series]
-    first = series[0][1]
+        series = [s.scaled(_share(s.mean)) for s in series]
+    first = series[0].mean
     key = first.sum(axis=1) if first.ndim == 2 else first
     order = np.argsort(-key, kind="stable")[: top or n_features]
     n = len(order)
@@ -178,7 +191,7 @@ def importance(values: Any, feature_names: Sequence[str] | None, *, ax: Any = No
     if first.ndim == 2:
         _stacked(ax, first[order], positions, class_names, fn_name)
     elif len(series) == 1:
-        _bars(ax, first[order], series[0][2], order, positions)
+        _bars(ax, first[order], series[0].spread, order, positions)
     else:
         _grouped(ax, series, order, positions)
     ax.set_yticks(positions, [labels[i] for i in order])
@@ -198,13 +211,12 @@ def _share(mean: np.ndarray) -> float:
     return 100.0 / total if total > 0 else 0.0
 
 
-def _default_xlabel(series: list, normalize: bool) -> str:
+def _default_xlabel(series: list[_Series], normalize: bool) -> str:
     if normalize:
         return "share of each importance's total (%)"
-    name, mean, err = series[0]
-    if err is not None:
+    if series[0].spread is not None:
         return "importance (mean over repeats, error bars: std)"
-    return "importance (stacked by output)" if mean.ndim == 2 else "importance"
+    return "importance (stacked by output)" if series[0].mean.ndim == 2 else "importance"
 
 
 def _bars(ax: Any, mean: np.ndarray, err: np.ndarray | None, order: np.ndarray, positions: np.ndarray) -> None:
@@ -217,18 +229,19 @@ def _bars(ax: Any, mean: np.ndarray, err: np.ndarray | None, order: np.ndarray, 
         ax.margins(x=0.12)
 
 
-def _grouped(ax: Any, series: list, order: np.ndarray, positions: np.ndarray) -> None:
+def _grouped(ax: Any, series: list[_Series], order: np.ndarray, positions: np.ndarray) -> None:
     """Several importances: a group of thin bars per feature, one colour per importance."""
     height = 0.8 / len(series)
-    for s, (name, mean, err) in enumerate(series):
-        offset = (s - (len(series) - 1) / 2) * height
-        ax.barh(positions + offset, mean[order], height=height, label=name, color=f"C{s}",
-                xerr=None if err is None else err[order], error_kw=dict(ecolor="0.2", capsize=2, linewidth=0.8))
+    for i, one in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * height
+        ax.barh(positions + offset, one.mean[order], height=height, label=one.name, color=f"C{i}",
+                xerr=None if one.spread is None else one.spread[order],
+                error_kw=dict(ecolor="0.2", capsize=2, linewidth=0.8))
     ax.legend(loc="lower right", fontsize="small", frameon=False)
 
 
 def _stacked(ax: Any, values: np.ndarray, positions: np.ndarray, class_names: Any, fn_name: str) -> None:
-    """``values f[n, K]``: bars stacked by output, with a legend of the outputs."""
+    """``values f[shown features, K]``: bars stacked by output, with a legend of the outputs."""
     k = values.shape[1]
     if (values < 0).any():
         raise ValueError(f"{fn_name}: a multi-output importance [F, K] is drawn as stacked bars and must be "
@@ -387,7 +400,7 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     n = len(order)
     if ax is None:
         ax = _new_axes(7.5, max(2.6, 1.1 + 0.4 * n))
-    xs = phi[:, order].T.ravel()  # [n * rows], feature by feature
+    xs = phi[:, order].T.ravel()  # [shown features * rows], feature by feature
     ys = np.concatenate([position + _swarm(phi[:, j]) for position, j in enumerate(order)])
     cs = colours[:, order].T.ravel()
     known = ~np.isnan(cs)
@@ -439,7 +452,7 @@ def _feature_colours(X: Any, shape: tuple[int, int], fn_name: str) -> np.ndarray
 
 
 def _swarm(values: np.ndarray, n_bins: int = 80, width: float = 0.4) -> np.ndarray:
-    """Vertical offsets spreading ``values f[n]`` where they are dense: the values are binned
+    """Vertical offsets spreading ``values f[points]`` where they are dense: the values are binned
     along x and the points of a bin alternate above and below the line, the densest bin
     reaching ``width``."""
     lo, span = values.min(), np.ptp(values)

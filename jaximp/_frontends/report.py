@@ -4,6 +4,7 @@ timings."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from types import SimpleNamespace
@@ -24,6 +25,22 @@ _TOP = 20
 MAX_SUMMARIES = 10  # beeswarm plots of a multi-output model, one per output
 
 
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What a ``jaximp explain`` run did, for the report's tables."""
+
+    options: Any  # the run's ``jaximp._frontends.explain.Options``
+    library: str  # the model file's library: "CatBoost", "XGBoost" or "LightGBM"
+    ens: Any
+    n_rows: int  # rows of DATA explained
+    method: str  # the SHAP method
+    labels: list[str]  # the K output labels
+    background_rows: int | None  # rows of --background, None without it
+    target_rows: int  # rows used with --target, 0 without it
+    device: str  # the device's name, e.g. "cpu"
+    plots: list[tuple[str, str]]  # [(caption, PNG file name)] in the output directory
+
+
 def write_plots(out: str, columns: list[str], table: dict[str, Any], labels: list[str], shap_columns: list[list[str]],
                 interaction: Any, sample: tuple[Any, Any], n_rows: int, word: str = "output") -> list[tuple[str, str]]:
     """Save the plots as PNG files in ``out``; ``[(caption, file name)]``.
@@ -35,7 +52,8 @@ def write_plots(out: str, columns: list[str], table: dict[str, Any], labels: lis
         labels: the K output labels.
         shap_columns: for each output, the F columns of ``shap.parquet`` holding its SHAP values.
         interaction: CatBoost's Interaction ``f[F, F]`` or None.
-        sample: ``(feature rows [n, F], SHAP columns [n, F * K + ...])`` DataFrames of a sample of rows.
+        sample: ``(feature rows [sampled rows, F], shap.parquet's columns [sampled rows, F * K + ...])``
+            DataFrames of the same sample of rows.
         n_rows: the rows of DATA.
         word: what an output is called: ``"class"`` for a classifier, else ``"output"``.
     """
@@ -108,20 +126,21 @@ def _file_safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def write_report(path: str, table: dict[str, Any], run: Any, context: dict) -> str:
-    """Write ``report.md``; its path."""
-    options, ens, labels = context["options"], context["ens"], context["labels"]
+def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -> str:
+    """Write ``report.md`` of the importance table (sorted), the run's timings and notes (``run``)
+    and ``summary``; its path."""
+    options, ens, labels = summary.options, summary.ens, summary.labels
     lines = [f"# jaximp explain: {_code(os.path.basename(options.model))}", ""]
     rows = [
-        ("model", f"{_code(options.model)} ({context['library']}): {describe_model(ens)}"),
-        ("data", f"{_code(options.data)}: {context['n_rows']:,} rows"),
-        ("SHAP method", context["method"] + (f", background {_code(options.background)} "
-                                             f"({context['background_rows']:,} rows)" if options.background else "")),
+        ("model", f"{_code(options.model)} ({summary.library}): {describe_model(ens)}"),
+        ("data", f"{_code(options.data)}: {summary.n_rows:,} rows"),
+        ("SHAP method", summary.method + (f", background {_code(options.background)} "
+                                             f"({summary.background_rows:,} rows)" if options.background else "")),
     ]
     if options.target is not None:
         rows.append(("target", f"{_code(options.target)}: permutation importance ({options.repeats} repeats, seed "
-                               f"{options.seed}) and LossFunctionChange on {context['target_rows']:,} rows"))
-    rows.append(("device", context["device"]))
+                               f"{options.seed}) and LossFunctionChange on {summary.target_rows:,} rows"))
+    rows.append(("device", summary.device))
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
 
     shown = [c for c in ("mean_abs_shap", "prediction_values_change", "permutation_importance", "loss_function_change")
@@ -136,7 +155,7 @@ def write_report(path: str, table: dict[str, Any], run: Any, context: dict) -> s
     lines += ["", _legend(shown, labels), ""]
 
     lines += ["## Plots", ""]
-    for caption, name in context["plots"]:
+    for caption, name in summary.plots:
         lines += [f"{caption}:", "", f"![{name}]({name})", ""]
 
     lines += ["## Timings", "", "Wall-clock seconds, each including JAX's compilation of its programs (once per "
