@@ -23,7 +23,7 @@ from test_categorical import CAT, make_frame, make_target
 
 import jaximp
 from jaximp import get_feature_importance
-from jaximp._frontends import dropin as _dropin
+from jaximp._frontends import dropin_cache as _dropin
 
 N_ROWS, N_REFERENCE = 12, 8
 
