@@ -9,6 +9,42 @@ device. Functions of the model alone (``prediction_values_change(ens)`` without 
 background included) return ``jax.Array``s. ``get_feature_importance`` returns CatBoost's own
 layouts (float64 NumPy arrays), and ``jaximp.dask`` dask arrays.
 
+Architecture:
+    The package is laid out as the pipeline, one private folder a stage; a stage imports only
+    the stages before it (an import-linter contract in ``pyproject.toml``, checked by the test
+    suite)::
+
+        model object or file -> _importers -> _models <- every stage reads the model
+        rows (arrays, frames)  ->  _rows -> _leaves -> _shap -> _importances -> _frontends
+
+    ============== ====================================== ======================================
+    stage          receives                               returns
+    ============== ====================================== ======================================
+    _importers     a CatBoost, XGBoost, LightGBM or       an ``ObliviousEnsemble`` (symmetric
+                   scikit-learn model, or its file         trees) or a ``TreeEnsemble``
+    _models        (the data model: both layouts, the     -
+                   attribution to columns, the shape
+                   legend)
+    _rows          user rows (NumPy, JAX, pandas,         checked rows ``f32[N, E]`` (bins or
+                   polars, ``catboost.Pool``)              category codes); padded steps, devices
+    _leaves        the model and checked rows             leaves ``i32[N, T]``, predictions
+                                                          ``f32[N(, K)]``, histograms ``f32[T, L]``
+    _shap          the model, rows, a background          SHAP values ``f32[N, F(, K)]``, expected
+                                                          values, interactions ``f32[N, F, F(, K)]``
+    _importances   the model (and rows, targets)          importances ``f32[F]``, ``f32[F, F]``, a
+                                                          ``Bunch``
+    _frontends     CatBoost's arguments, files, the       CatBoost's layouts, Parquet files,
+                   command line, Dask collections          reports, plots, dask arrays
+    ============== ====================================== ======================================
+
+    One model, two layouts: ``TreeEnsemble`` is the general model and ``ObliviousEnsemble`` the
+    fast layout of symmetric trees (``ens.layout``). A stage whose kernels differ by layout
+    chooses them once, in one table: ``_leaves.predict.KERNELS`` (leaf indices, predictions,
+    histograms), ``_shap.values.KERNELS`` (SHAP tables and lookups; an oblivious model deeper
+    than its tables allow runs as general trees), and in ``_importances`` one per capability
+    (PredictionValuesChange, Interaction, split statistics, LossFunctionChange, permutation
+    importance). Shape letters mean the same everywhere (legend: :mod:`jaximp._models`).
+
 Example:
     The docstrings' examples use this model, ``ens``, ``X`` and ``y``:
 
