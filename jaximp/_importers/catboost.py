@@ -22,6 +22,7 @@ from jaximp._importers.catboost_json import (
     load_json,
     model_features,
     multi_target_ctrs,
+    reporting_corrupt_models,
 )
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
 from jaximp._models.oblivious import ObliviousEnsemble
@@ -88,10 +89,8 @@ def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) ->
     if not model_json.get("oblivious_trees"):
         raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
                          "there is nothing to explain")
-    try:
+    with reporting_corrupt_models():
         return _build(model_json, loss_function)
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
 
 
 def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:

@@ -8,10 +8,12 @@ one-hot values, then the CTRs' borders, in that order (``jaximp._models.featuriz
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -121,6 +123,16 @@ def check_supported(model_json: dict) -> None:
                          "model with jaximp")
 
 
+@contextlib.contextmanager
+def reporting_corrupt_models() -> Iterator[None]:
+    """Turn what reading a malformed model meets (a missing key, a wrong type or length) into
+    ``ValueError("from_catboost: the CatBoost JSON model is corrupt (...)")``."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
+
+
 _SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
 _MULTI_TARGET_LOSSES = ("MultiRMSE", "MultiLogloss", "MultiCrossEntropy", "MultiQuantile", "SurvivalAft")
 
@@ -222,7 +234,9 @@ def model_features(model_json: dict) -> ModelFeatures:
     splits = _Splits(float_features, featurizer, info.get("ctrs", []))
     nan_modes = float_modes + ("Min",) * (len(splits.borders) - len(float_features))
     names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
-    return ModelFeatures(splits, featurizer, nan_modes, names, *attribution(featurizer))
+    players, player_of, reads = attribution(featurizer)
+    return ModelFeatures(splits=splits, featurizer=featurizer, nan_modes=nan_modes, names=names,
+                         players=players, player_of=player_of, reads=reads)
 
 
 def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:

@@ -29,7 +29,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from jaximp._importers.catboost_json import ModelFeatures, check_supported, ensemble_fields, model_features
+from jaximp._importers.catboost_json import (
+    ModelFeatures,
+    check_supported,
+    ensemble_fields,
+    model_features,
+    reporting_corrupt_models,
+)
 from jaximp._importers.padded import ParsedTree, pad_trees
 from jaximp._models.trees import TreeEnsemble
 
@@ -54,10 +60,8 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
     if not model_json.get("trees"):
         raise ValueError("from_catboost: the model has no non-symmetric trees (\"trees\" is missing "
                          "or empty); oblivious models import as ObliviousEnsemble")
-    try:
+    with reporting_corrupt_models():
         return _build(model_json, loss_function)
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
 
 
 def preorder(root: dict) -> Iterator[tuple[dict, int, int, int]]:

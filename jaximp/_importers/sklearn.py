@@ -426,9 +426,9 @@ def _parsed_trees(trees: list[_Nodes]) -> list[ParsedTree]:
     def per_tree(where: np.ndarray, position: np.ndarray, **arrays: np.ndarray) -> list[dict[str, np.ndarray]]:
         """Per tree, each array at its nodes among ``where``, in ``position`` order."""
         order = where[np.lexsort((position[where], tree_of[where]))]
-        cuts = np.cumsum(np.bincount(tree_of[order], minlength=len(trees)))[:-1]
-        split = {name: np.split(array[order], cuts) for name, array in arrays.items()}
-        return [{name: pieces[t] for name, pieces in split.items()} for t in range(len(trees))]
+        ends = np.cumsum(np.bincount(tree_of[order], minlength=len(trees))).tolist()
+        ordered = {name: array[order] for name, array in arrays.items()}
+        return [{name: array[begin:end] for name, array in ordered.items()} for begin, end in zip([0] + ends, ends)]
 
     categorical, nan_left, weight = cat("categorical"), cat("nan_left"), cat("weight")
     nodes = per_tree(
