@@ -2,6 +2,8 @@
 
 CatBoost (``.cbm`` / JSON: oblivious trees, or general trees for Depthwise and Lossguide),
 XGBoost (JSON / UBJSON), LightGBM (text) and scikit-learn (fitted estimators). Each parses its
-library's format into per-tree node lists and leaves the padding to one shared builder; they
-import :mod:`jaximp._models` only.
+library's trees into :class:`~jaximp._importers.padded.ParsedTree` and its model-level fields
+into :class:`~jaximp._importers.padded.ModelFields`; :func:`~jaximp._importers.padded.pad_trees`
+lays general trees out as one padded ``TreeEnsemble`` (CatBoost's oblivious trees take their own
+layout, with the same model-level fields). The importers import :mod:`jaximp._models` only.
 """

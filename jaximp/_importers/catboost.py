@@ -16,7 +16,14 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jaximp._importers.catboost_json import load_json, loss_function_of, model_features, multi_target_ctrs, unsupported
+from jaximp._importers.catboost_json import (
+    check_supported,
+    ensemble_fields,
+    load_json,
+    model_features,
+    multi_target_ctrs,
+    reporting_corrupt_models,
+)
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble
@@ -69,16 +76,9 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
 def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
     """Build the ensemble from a parsed CatBoost JSON model (see the module docstring): an
     :class:`ObliviousEnsemble`, or a :class:`TreeEnsemble` for non-symmetric trees."""
-    if not isinstance(model_json, dict) or "features_info" not in model_json:
-        raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
-    if "trees" in model_json and "oblivious_trees" not in model_json:
+    if isinstance(model_json, dict) and "trees" in model_json and "oblivious_trees" not in model_json:
         return tree_ensemble_from_json(model_json, loss_function=loss_function)
-    found = unsupported(model_json)
-    if found:
-        raise ValueError(
-            "from_catboost: this model uses " + ", ".join(found)
-            + ", which jaximp does not support; retrain without them to explain the model with jaximp"
-        )
+    check_supported(model_json)
     if multi_target_ctrs(model_json):
         raise ValueError(
             "from_catboost: this multi-target model has CTR features, whose tables CatBoost's JSON "
@@ -89,24 +89,21 @@ def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) ->
     if not model_json.get("oblivious_trees"):
         raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
                          "there is nothing to explain")
-    try:
+    with reporting_corrupt_models():
         return _build(model_json, loss_function)
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
 
 
 def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
     features = model_features(model_json)
-    splits, featurizer = features.splits, features.featurizer
+    splits = features.splits
     n_evaluated = len(splits.borders)
     n_borders = max([1] + [len(b) for b in splits.borders])
     borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
     for f, b in enumerate(splits.borders):
         borders_table[f, : len(b)] = b
 
-    scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
-    bias = np.atleast_1d(np.asarray(bias, np.float32))
-    n_outputs = len(bias)
+    fields = ensemble_fields(model_json, features, loss_function)
+    n_outputs = fields.n_outputs
 
     trees = model_json["oblivious_trees"]
     depth = max(len(t["splits"]) for t in trees)
@@ -133,7 +130,6 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
         leaf_values[t, : 1 << d] = values
         if weights_known:
             leaf_weights[t, : 1 << d] = np.asarray(tree["leaf_weights"])
-    model_info = model_json.get("model_info", {})
     return ObliviousEnsemble(
         split_features=jnp.asarray(split_features),
         split_borders=jnp.asarray(split_borders),
@@ -142,19 +138,6 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
         borders=jnp.asarray(borders_table),
         leaf_values=jnp.asarray(leaf_values),
         leaf_weights=jnp.asarray(leaf_weights),
-        scale=jnp.asarray(scale, jnp.float32),
-        bias=jnp.asarray(bias),
-        n_features=len(features.names),
-        feature_names=features.names,
-        nan_modes=features.nan_modes,
-        loss_function=loss_function or loss_function_of(model_info),
-        class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
-        featurizer=featurizer,
-        players=features.players,
-        player_of=features.player_of,
-        reads=features.reads,
         leaf_weights_known=weights_known,
-        n_searched=None if featurizer is None else 0,
+        **fields.ensemble_arguments(),
     )
-
-

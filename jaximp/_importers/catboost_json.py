@@ -1,5 +1,6 @@
 """What every CatBoost importer reads first: the model as its JSON export (from a model object or
-a ``.cbm`` / ``.json`` file), the features its splits read, and its loss.
+a ``.cbm`` / ``.json`` file), whether jaximp supports it, the features its splits read, and the
+model-level fields (scale, bias, loss, class names) both layouts take.
 
 A split names its binary feature by ``split_index``: the float features' borders, then the
 one-hot values, then the CTRs' borders, in that order (``jaximp._models.featurizer``).
@@ -7,20 +8,30 @@ one-hot values, then the CTRs' borders, in that order (``jaximp._models.featuriz
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import tempfile
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from jaximp._importers.catboost_ctrs import featurizer_from_json
+from jaximp._importers.padded import ModelFields
 from jaximp._models.featurizer import Featurizer
 
 _NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
 
 
 def load_json(model_or_path: Any) -> dict:
+    """The parsed JSON export of a CatBoost model, a ``.cbm`` file or a ``.json`` file.
+
+    Raises:
+        TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
+        ValueError: a missing or unreadable file, or an unfitted model.
+    """
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
         if not os.path.isfile(path):
@@ -47,7 +58,9 @@ def load_json(model_or_path: Any) -> dict:
         f"file; got {type(model_or_path).__name__}"
     )
 
+
 def _load_cbm(path: str):
+    """The CatBoost model of a ``.cbm`` file (a ``ValueError`` when unreadable)."""
     import catboost
 
     model = catboost.CatBoost()
@@ -57,7 +70,14 @@ def _load_cbm(path: str):
         raise ValueError(f"from_catboost: {path!r} is not a readable CatBoost model ({e})") from e
     return model
 
+
 def json_of_model(model) -> dict:
+    """The parsed JSON export (``save_model(path, format="json")``) of a fitted CatBoost model.
+
+    Raises:
+        ValueError: the model uses text or embedding features (CatBoost exports them only as
+            ``.cbm``) or cannot be exported.
+    """
     import catboost
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,8 +94,18 @@ def json_of_model(model) -> dict:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
 
-def unsupported(model_json: dict) -> list[str]:
-    info = model_json.get("features_info", {})
+
+def check_supported(model_json: dict) -> None:
+    """Raise unless ``model_json`` is a parsed CatBoost JSON model whose features and splits
+    jaximp supports.
+
+    Raises:
+        ValueError: not a CatBoost JSON model, or one with text or embedding features or an
+            unknown split type.
+    """
+    if not isinstance(model_json, dict) or "features_info" not in model_json:
+        raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
+    info = model_json["features_info"]
     found = [
         name
         for key, name in (("text_features", "text features"), ("embedding_features", "embedding features"))
@@ -87,16 +117,32 @@ def unsupported(model_json: dict) -> list[str]:
         for split in tree.get("splits", [])
     }
     found += sorted(f"{t} splits" for t in split_types - set(_SPLIT_TYPES))
-    return found
+    if found:
+        raise ValueError("from_catboost: this model uses " + ", ".join(found)
+                         + ", which jaximp does not support; retrain without them to explain the "
+                         "model with jaximp")
+
+
+@contextlib.contextmanager
+def reporting_corrupt_models() -> Iterator[None]:
+    """Turn what reading a malformed model meets (a missing key, a wrong type or length) into
+    ``ValueError("from_catboost: the CatBoost JSON model is corrupt (...)")``."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
+
 
 _SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
 _MULTI_TARGET_LOSSES = ("MultiRMSE", "MultiLogloss", "MultiCrossEntropy", "MultiQuantile", "SurvivalAft")
+
 
 def multi_target_ctrs(model_json: dict) -> bool:
     """A multi-target regression or multi-label model with CTRs: CatBoost keeps a CTR table per
     target, but its JSON export writes one per CTR identifier."""
     loss = loss_function_of(model_json.get("model_info", {}))
     return loss in _MULTI_TARGET_LOSSES and bool(model_json.get("features_info", {}).get("ctrs"))
+
 
 class _Splits:
     """The binary features of the JSON model, in ``split_index`` order, as (evaluated feature,
@@ -141,7 +187,9 @@ class _Splits:
             raise ValueError(f"tree {tree}: split_index {split['split_index']} does not match its border")
         return feature, j
 
-class ModelFeatures(NamedTuple):
+
+@dataclasses.dataclass(frozen=True)
+class ModelFeatures:
     """What a CatBoost JSON model's splits read, shared by the oblivious and the non-symmetric
     importers.
 
@@ -164,6 +212,7 @@ class ModelFeatures(NamedTuple):
     player_of: tuple[int, ...] | None
     reads: tuple[tuple[int, ...], ...] | None
 
+
 def model_features(model_json: dict) -> ModelFeatures:
     """The evaluated features of a parsed CatBoost JSON model (oblivious or not).
 
@@ -185,7 +234,10 @@ def model_features(model_json: dict) -> ModelFeatures:
     splits = _Splits(float_features, featurizer, info.get("ctrs", []))
     nan_modes = float_modes + ("Min",) * (len(splits.borders) - len(float_features))
     names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
-    return ModelFeatures(splits, featurizer, nan_modes, names, *attribution(featurizer))
+    players, player_of, reads = attribution(featurizer)
+    return ModelFeatures(splits=splits, featurizer=featurizer, nan_modes=nan_modes, names=names,
+                         players=players, player_of=player_of, reads=reads)
+
 
 def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:
     """``(players, player_of, reads)`` of a model: None for numeric models; else the P distinct
@@ -198,6 +250,7 @@ def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:
     player_of = tuple(players.index(cols) for cols in credited)
     return players, player_of, tuple(featurizer.evaluated_columns())
 
+
 def loss_function_of(model_info: dict) -> str:
     """The training loss's name, or "" when the model file does not say (then the functions
     that depend on the loss raise, asking for ``from_catboost(..., loss_function=...)``)."""
@@ -205,3 +258,24 @@ def loss_function_of(model_info: dict) -> str:
     if isinstance(loss, str):
         loss = json.loads(loss) if loss.startswith("{") else {"type": loss}
     return str(loss.get("type", "")) if isinstance(loss, dict) else ""
+
+
+def ensemble_fields(model_json: dict, features: ModelFeatures, loss_function: str | None) -> ModelFields:
+    """The model-level fields of a parsed CatBoost JSON model, oblivious or not: ``scale_and_bias``,
+    the loss (``loss_function``, or None: the model's own), the class names and the features'
+    names, NaN modes and categorical description."""
+    scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
+    model_info = model_json.get("model_info", {})
+    return ModelFields(
+        bias=np.atleast_1d(np.asarray(bias, np.float32)),
+        feature_names=features.names,
+        nan_modes=features.nan_modes,
+        loss_function=loss_function or loss_function_of(model_info),
+        scale=scale,
+        class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
+        featurizer=features.featurizer,
+        players=features.players,
+        player_of=features.player_of,
+        reads=features.reads,
+        n_searched=None if features.featurizer is None else 0,
+    )

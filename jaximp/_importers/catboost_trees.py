@@ -15,7 +15,8 @@ with ``cat_feature_index`` and ``value``, ``OnlineCtr`` with ``split_index`` and
 and ``features_info.ctrs`` and ``ctr_data`` hold the CTRs and their tables; CatBoost builds no
 CTRs over combinations for these grow policies (checked with ``max_ctr_complexity`` up to 4),
 but they would be read as for oblivious trees. Such a model gets the oblivious importer's
-featurizer (``jaximp._importers.catboost.model_features``): the kernels' rows are then the bins of the
+featurizer
+(``jaximp._importers.catboost_json.model_features``): the kernels' rows are then the bins of the
 evaluated features (``u8[N, E]``, NaN already placed by each float feature's treatment) and a
 node's border is the index ``j`` of its border, since ``bin > j`` exactly when
 ``value > borders[j]``. The JSON export of such a model predicts as the model (checked on the
@@ -25,12 +26,17 @@ zoo of ``tests/test_trees_categorical.py``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
-from jaximp._importers.catboost_json import ModelFeatures, loss_function_of, model_features, unsupported
+from jaximp._importers.catboost_json import (
+    ModelFeatures,
+    check_supported,
+    ensemble_fields,
+    model_features,
+    reporting_corrupt_models,
+)
+from jaximp._importers.padded import ParsedTree, pad_trees
 from jaximp._models.trees import TreeEnsemble
 
 
@@ -50,20 +56,12 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
         ValueError: not a CatBoost JSON model, no non-symmetric trees, features jaximp does not
             support (text, embedding), or a corrupt file.
     """
-    if not isinstance(model_json, dict) or "features_info" not in model_json:
-        raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
+    check_supported(model_json)
     if not model_json.get("trees"):
         raise ValueError("from_catboost: the model has no non-symmetric trees (\"trees\" is missing "
                          "or empty); oblivious models import as ObliviousEnsemble")
-    found = unsupported(model_json)
-    if found:
-        raise ValueError("from_catboost: this model uses " + ", ".join(found)
-                         + ", which jaximp does not support; retrain without them to explain the "
-                         "model with jaximp")
-    try:
+    with reporting_corrupt_models():
         return _build(model_json, loss_function)
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
 
 
 def preorder(root: dict) -> Iterator[tuple[dict, int, int, int]]:
@@ -81,92 +79,45 @@ def preorder(root: dict) -> Iterator[tuple[dict, int, int, int]]:
             n_internal += 1
 
 
-class _Tree:
-    """One tree flattened in depth-first order: internal nodes and leaves numbered as visited."""
-
-    def __init__(self, root: dict, features: ModelFeatures, index: int):
-        self.features: list[int] = []
-        self.borders: list[float] = []
-        self.children: list[list[int]] = []
-        self.values: list[Any] = []
-        self.weights: list[float | None] = []
-        self.depth = 0
-        self._features, self._index = features, index
-        self.root = None
-        for node, parent, side, level in preorder(root):
-            pointer = self._add(node, level)
-            if parent < 0:
-                self.root = pointer
-            else:
-                self.children[parent][side] = pointer
-
-    def _add(self, node: dict, level: int) -> int:
-        if "split" not in node:
-            self.values.append(node["value"])
-            self.weights.append(node.get("weight"))
-            self.depth = max(self.depth, level)
-            return ~(len(self.values) - 1)
-        feature, j = self._features.splits.locate(node["split"], self._index)
-        self.features.append(feature)
-        # binned rows (a featurizer): bin > j exactly when value > borders[j]
-        binned = self._features.featurizer is not None
-        self.borders.append(np.float32(j) if binned else self._features.splits.borders[feature][j])
-        self.children.append([0, 0])
-        return len(self.features) - 1
+def _parse_tree(root: dict, features: ModelFeatures, index: int, n_outputs: int) -> ParsedTree:
+    """One JSON tree (tree ``index``) in jaximp's numbering: internal nodes and leaves numbered as
+    :func:`preorder` visits them."""
+    binned = features.featurizer is not None
+    # binned rows hold no NaN: the featurizer placed them already
+    goes_right = [mode == "Max" and not binned for mode in features.nan_modes]
+    node_features, borders, children, values, weights = [], [], [], [], []
+    tree_root, depth = 0, 0
+    for node, parent, side, level in preorder(root):
+        if "split" in node:
+            feature, j = features.splits.locate(node["split"], index)
+            node_features.append(feature)
+            # binned rows (a featurizer): bin > j exactly when value > borders[j]
+            borders.append(np.float32(j) if binned else features.splits.borders[feature][j])
+            children.append([0, 0])
+            pointer = len(node_features) - 1
+        else:
+            values.append(node["value"])
+            weights.append(node.get("weight"))
+            depth = max(depth, level)
+            pointer = ~(len(values) - 1)
+        if parent < 0:
+            tree_root = pointer
+        else:
+            children[parent][side] = pointer
+    return ParsedTree(
+        root=tree_root,
+        node_features=np.asarray(node_features, np.int32),
+        node_borders=np.asarray(borders, np.float32),
+        node_nan_right=np.asarray([goes_right[f] for f in node_features], bool),
+        node_children=np.asarray(children, np.int32).reshape(-1, 2),
+        leaf_values=np.asarray(values, np.float64).reshape(len(values), n_outputs),
+        depth=depth,
+        leaf_weights=None if None in weights else np.asarray(weights, np.float32),
+    )
 
 
 def _build(model_json: dict, loss_function: str | None) -> TreeEnsemble:
     described = model_features(model_json)
-    binned = described.featurizer is not None
-    trees = [_Tree(tree, described, t) for t, tree in enumerate(model_json["trees"])]
-
-    scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
-    bias = np.atleast_1d(np.asarray(bias, np.float32))
-    n_outputs = len(bias)
-    n_trees = len(trees)
-    n_leaves = max(len(tree.values) for tree in trees)
-    n_nodes = max(1, n_leaves - 1)
-    roots = np.asarray([tree.root for tree in trees], np.int32)
-    features = np.zeros((n_trees, n_nodes), np.int32)
-    borders = np.full((n_trees, n_nodes), np.inf, np.float32)
-    nan_right = np.zeros((n_trees, n_nodes), bool)
-    children = np.full((n_trees, n_nodes, 2), ~n_leaves, np.int32)  # padded: never reached
-    values = np.zeros((n_trees, n_leaves, n_outputs), np.float32)
-    weights = np.zeros((n_trees, n_leaves), np.float32)
-    known = all(w is not None for tree in trees for w in tree.weights)
-    # binned rows hold no NaN: the featurizer placed them already
-    goes_right = np.asarray([mode == "Max" and not binned for mode in described.nan_modes] or [False])
-    for t, tree in enumerate(trees):
-        m, l = len(tree.features), len(tree.values)
-        features[t, :m] = tree.features
-        borders[t, :m] = tree.borders
-        nan_right[t, :m] = goes_right[features[t, :m]]
-        if m:
-            children[t, :m] = tree.children
-        values[t, :l] = np.asarray(tree.values, np.float64).reshape(l, n_outputs)
-        if known:
-            weights[t, :l] = tree.weights
-    model_info = model_json.get("model_info", {})
-    return TreeEnsemble(
-        roots=jnp.asarray(roots),
-        node_features=jnp.asarray(features),
-        node_borders=jnp.asarray(borders),
-        node_nan_right=jnp.asarray(nan_right),
-        node_children=jnp.asarray(children),
-        leaf_values=jnp.asarray(values),
-        leaf_weights=jnp.asarray(weights),
-        scale=jnp.asarray(scale, jnp.float32),
-        bias=jnp.asarray(bias),
-        depth=max(tree.depth for tree in trees),
-        n_features=len(described.names),
-        feature_names=described.names,
-        nan_modes=described.nan_modes,
-        loss_function=loss_function or loss_function_of(model_info),
-        class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
-        leaf_weights_known=known,
-        featurizer=described.featurizer,
-        players=described.players,
-        player_of=described.player_of,
-        reads=described.reads,
-        n_searched=0 if binned else None,
-    )
+    fields = ensemble_fields(model_json, described, loss_function)
+    trees = [_parse_tree(tree, described, t, fields.n_outputs) for t, tree in enumerate(model_json["trees"])]
+    return pad_trees(trees, fields, fn_name="from_catboost")

@@ -53,14 +53,15 @@ shap's divide by.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
-from jaximp._models.categories import CategoryCodes, bitset_members, category_words
+from jaximp._importers.padded import ModelFields, ParsedTree, float32_below, pad_trees
+from jaximp._models.categories import CategoryCodes, bitset_members
 from jaximp._models.trees import TreeEnsemble
 
 _SMALLEST_CATEGORY = np.nextafter(np.float32(-1.0), np.float32(0.0))  # int(x) >= 0 from here up
@@ -197,16 +198,11 @@ def _numbers(fields: dict[str, str], key: str, count: int, dtype: Any, default: 
     return values.astype(dtype)
 
 
-def _floor32(threshold: np.ndarray) -> np.ndarray:
-    """The largest float32 at or below each float64 threshold: ``x32 <= t`` iff ``x32 <= floor``."""
-    rounded = threshold.astype(np.float32)
-    return np.where(rounded.astype(np.float64) > threshold, np.nextafter(rounded, np.float32(-np.inf)), rounded)
-
-
 def node_rules(threshold: np.ndarray, decision_type: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """jaximp's ``(border f32, nan_right bool, expressible bool)`` of numerical LightGBM nodes
-    (thresholds ``f64``, ``decision_type`` bit fields; see the module docstring)."""
-    floor = _floor32(threshold)
+    (thresholds ``f64``, ``decision_type`` bit fields; see the module docstring), each shaped as
+    ``threshold``."""
+    floor = float32_below(threshold)
     default_left = (decision_type & _DEFAULT_LEFT) > 0
     missing = (decision_type >> 2) & 3
     nan_right = np.where(missing == _MISSING_NONE, threshold < 0.0, ~default_left)  # None: NaN reads 0
@@ -217,101 +213,110 @@ def node_rules(threshold: np.ndarray, decision_type: np.ndarray) -> tuple[np.nda
     return border.astype(np.float32), nan_right, expressible
 
 
-class _Tree:
-    """One LightGBM tree in depth-first order: internal nodes and leaves renumbered as visited.
+def _parse_tree(fields: dict[str, str], index: int, n_features: int, n_outputs: int) -> ParsedTree:
+    """LightGBM tree ``index`` (its block's lines) in jaximp's numbering: internal nodes and leaves
+    renumbered as met depth-first, left first; ``leaf_ids`` LightGBM's leaf numbers, leaf weights
+    the ``leaf_count`` (None when the text has none), values added to output ``index % K``."""
+    n = int(fields["num_leaves"])
+    if n < 1:
+        raise ValueError(f"num_leaves is {n}")
+    if int(fields.get("is_linear", "0") or 0):
+        raise _Unsupported(f"model must have constant leaves; got a linear tree (tree {index}, "
+                           "linear_tree=True), which jaximp does not support")
+    m = n - 1
+    values = _numbers(fields, "leaf_value", n, np.float64)
+    weights = _numbers(fields, "leaf_count", n, np.float32) if "leaf_count" in fields else None
+    decision = _numbers(fields, "decision_type", m, np.int64, 0)
+    categorical = (decision & _CATEGORICAL) > 0
+    if np.any(((decision >> 2) & 3) > _MISSING_NAN):
+        raise ValueError("a decision_type has an unknown missing type")
+    features = _numbers(fields, "split_feature", m, np.int64)
+    if np.any((features < 0) | (features >= n_features)):
+        raise ValueError(f"split_feature names a feature outside 0..{n_features - 1}")
+    threshold = _numbers(fields, "threshold", m, np.float64)
+    borders, nan_right, expressible = node_rules(threshold, decision)
+    right_sets = _right_categories(fields, threshold[categorical])
+    borders = np.where(categorical, _SMALLEST_CATEGORY, borders)
+    nan_right = nan_right | categorical  # NaN is no category: right
+    expressible = expressible | categorical
+    if not np.all(expressible):
+        node = int(np.flatnonzero(~expressible)[0])
+        left_default = bool(decision[node] & _DEFAULT_LEFT)
+        side, other, near = ("left", "right", "below") if left_default else ("right", "left", "above")
+        raise _Unsupported(
+            "model's zero_as_missing splits must send zeros and NaN where their threshold sends the "
+            f"values next to zero; got tree {index} node {node} (feature {features[node]}) sending them "
+            f"{side} while its threshold {float(threshold[node])!r} sends the values just {near} zero "
+            f"{other}, which one border cannot express (retrain with zero_as_missing=False)")
+    left = _numbers(fields, "left_child", m, np.int64)
+    right = _numbers(fields, "right_child", m, np.int64)
+    gains = _numbers(fields, "split_gain", m, np.float32, 0.0)
+    counts = _numbers(fields, "internal_count", m, np.float32, 0.0)
+    nodes, leaves, depth = _preorder(left, right, n)
+    node_new = np.empty(m, np.int64)
+    node_new[nodes] = np.arange(m)
+    leaf_new = np.empty(n, np.int64)
+    leaf_new[leaves] = np.arange(n)
 
-    Attributes (``m`` internal nodes, ``n`` leaves): ``root`` (0, or -1 for a single leaf),
-    ``features i32[m]``, ``borders f32[m]``, ``nan_right bool[m]``, ``children i32[m, 2]``,
-    ``gains f32[m]``, ``counts f32[m]``, ``values f64[n]``, ``weights f32[n]`` (leaf counts, or
-    None when the text has none), ``ids i32[n]`` (LightGBM's leaf numbers), ``depth``.
+    def renumbered(child: np.ndarray) -> np.ndarray:
+        return np.where(child >= 0, node_new[np.maximum(child, 0)], ~leaf_new[np.maximum(~child, 0)])
+
+    ordinal = np.cumsum(categorical) - 1  # each categorical node's entry in right_sets
+    right_categories = tuple(right_sets[ordinal[c]] for c in nodes[categorical[nodes]])
+    return ParsedTree(
+        root=0 if m else -1,
+        node_features=features[nodes].astype(np.int32),
+        node_borders=borders[nodes],
+        node_nan_right=nan_right[nodes],
+        node_children=np.stack([renumbered(left[nodes]), renumbered(right[nodes])], -1).astype(np.int32),
+        leaf_values=values[leaves],
+        depth=depth,
+        output=index % n_outputs,
+        leaf_weights=None if weights is None else weights[leaves],
+        node_gains=gains[nodes],
+        node_weights=counts[nodes],
+        leaf_ids=leaves.astype(np.int32),
+        node_categorical=categorical[nodes],
+        right_categories=right_categories,
+        others_right=np.ones(len(right_categories), bool),  # other values: right
+    )
+
+
+def _preorder(left: np.ndarray, right: np.ndarray, n_leaves: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(nodes i64[m], leaves i64[n_leaves], depth)``: LightGBM's internal nodes and leaves in
+    depth-first, left-first order (nodes as met, leaves left to right) and the longest path.
+
+    Raises:
+        ValueError: the children do not form one binary tree over all nodes and leaves.
     """
-
-    def __init__(self, fields: dict[str, str], index: int, n_features: int):
-        n = int(fields["num_leaves"])
-        if n < 1:
-            raise ValueError(f"num_leaves is {n}")
-        if int(fields.get("is_linear", "0") or 0):
-            raise _Unsupported(f"model must have constant leaves; got a linear tree (tree {index}, "
-                               "linear_tree=True), which jaximp does not support")
-        m = n - 1
-        self.values = _numbers(fields, "leaf_value", n, np.float64)
-        self.weights = _numbers(fields, "leaf_count", n, np.float32) if "leaf_count" in fields else None
-        decision = _numbers(fields, "decision_type", m, np.int64, 0)
-        categorical = (decision & _CATEGORICAL) > 0
-        if np.any(((decision >> 2) & 3) > _MISSING_NAN):
-            raise ValueError("a decision_type has an unknown missing type")
-        features = _numbers(fields, "split_feature", m, np.int64)
-        if np.any((features < 0) | (features >= n_features)):
-            raise ValueError(f"split_feature names a feature outside 0..{n_features - 1}")
-        threshold = _numbers(fields, "threshold", m, np.float64)
-        borders, nan_right, expressible = node_rules(threshold, decision)
-        right_sets = _right_categories(fields, threshold[categorical])
-        borders = np.where(categorical, _SMALLEST_CATEGORY, borders)
-        nan_right = nan_right | categorical  # NaN is no category: right
-        expressible = expressible | categorical
-        if not np.all(expressible):
-            node = int(np.flatnonzero(~expressible)[0])
-            left_default = bool(decision[node] & _DEFAULT_LEFT)
-            side, other, near = ("left", "right", "below") if left_default else ("right", "left", "above")
-            raise _Unsupported(
-                "model's zero_as_missing splits must send zeros and NaN where their threshold sends the "
-                f"values next to zero; got tree {index} node {node} (feature {features[node]}) sending them "
-                f"{side} while its threshold {float(threshold[node])!r} sends the values just {near} zero "
-                f"{other}, which one border cannot express (retrain with zero_as_missing=False)")
-        left = _numbers(fields, "left_child", m, np.int64)
-        right = _numbers(fields, "right_child", m, np.int64)
-        gains = _numbers(fields, "split_gain", m, np.float32, 0.0)
-        counts = _numbers(fields, "internal_count", m, np.float32, 0.0)
-
-        # depth-first, left first: internal nodes numbered as met, leaves left to right
-        node_order, leaf_order, depth = [], [], 0
-        stack = [(0 if m else -1, 0)]
-        while stack:
-            c, level = stack.pop()
-            if c < 0:
-                if ~c >= n:
-                    raise ValueError(f"a child names leaf {~c} of {n}")
-                leaf_order.append(~c)
-                depth = max(depth, level)
-                continue
-            if c >= m:
-                raise ValueError(f"a child names node {c} of {m}")
-            node_order.append(c)
-            stack.append((int(right[c]), level + 1))
-            stack.append((int(left[c]), level + 1))
-            if len(node_order) > m:
-                break
-        nodes, leaves = np.asarray(node_order, np.int64), np.asarray(leaf_order, np.int64)
-        if (sorted(node_order) != list(range(m)) or sorted(leaf_order) != list(range(n))):
-            raise ValueError("left_child/right_child do not form one binary tree over all nodes and leaves")
-        node_new = np.empty(m, np.int64)
-        node_new[nodes] = np.arange(m)
-        leaf_new = np.empty(n, np.int64)
-        leaf_new[leaves] = np.arange(n)
-
-        def renumbered(child: np.ndarray) -> np.ndarray:
-            return np.where(child >= 0, node_new[np.maximum(child, 0)], ~leaf_new[np.maximum(~child, 0)])
-
-        self.root = 0 if m else -1
-        self.categorical = categorical[nodes]
-        ordinal = np.cumsum(categorical) - 1  # each categorical node's entry in right
-        self.right_categories = [right_sets[ordinal[n]] for n in nodes[categorical[nodes]]]
-        self.features = features[nodes].astype(np.int32)
-        self.borders = borders[nodes]
-        self.nan_right = nan_right[nodes]
-        self.children = np.stack([renumbered(left[nodes]), renumbered(right[nodes])], -1).astype(np.int32)
-        self.gains = gains[nodes]
-        self.counts = counts[nodes]
-        self.values = self.values[leaves]
-        self.weights = None if self.weights is None else self.weights[leaves]
-        self.ids = leaves.astype(np.int32)
-        self.depth = depth
+    m = len(left)
+    node_order, leaf_order, depth = [], [], 0
+    stack = [(0 if m else -1, 0)]
+    while stack:
+        c, level = stack.pop()
+        if c < 0:
+            if ~c >= n_leaves:
+                raise ValueError(f"a child names leaf {~c} of {n_leaves}")
+            leaf_order.append(~c)
+            depth = max(depth, level)
+            continue
+        if c >= m:
+            raise ValueError(f"a child names node {c} of {m}")
+        node_order.append(c)
+        stack.append((int(right[c]), level + 1))
+        stack.append((int(left[c]), level + 1))
+        if len(node_order) > m:
+            break
+    if sorted(node_order) != list(range(m)) or sorted(leaf_order) != list(range(n_leaves)):
+        raise ValueError("left_child/right_child do not form one binary tree over all nodes and leaves")
+    return np.asarray(node_order, np.int64), np.asarray(leaf_order, np.int64), depth
 
 
 def _right_categories(fields: dict[str, str], cat_index: np.ndarray) -> list[np.ndarray]:
-    """Per categorical node (its ``threshold``, an index into ``cat_boundaries``), ``bool[C]``
-    the categories that go right: those not in its bitset ``cat_threshold[cat_boundaries[i]:
-    cat_boundaries[i + 1]]`` (32-bit words, bit ``c % 32`` of word ``c // 32``), which go left."""
+    """Per categorical node (its ``threshold``, an index into ``cat_boundaries``),
+    ``bool[32 n_words]`` the categories that go right: those not in its bitset of ``n_words``
+    32-bit words ``cat_threshold[cat_boundaries[i]:cat_boundaries[i + 1]]`` (bit ``c % 32`` of
+    word ``c // 32``), which go left."""
     if not len(cat_index):
         return []
     n_cat = int(fields.get("num_cat", "0") or 0)
@@ -363,7 +368,7 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         trees = []
         for t, fields in enumerate(blocks):
             try:
-                trees.append(_Tree(fields, t, n_features))
+                trees.append(_parse_tree(fields, t, n_features, n_outputs))
             except KeyError as e:
                 raise ValueError(f"tree {t} has no {e} line") from e
             except ValueError as e:
@@ -374,13 +379,11 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         raise ValueError(f"{_FN}: the LightGBM model text is corrupt (its header has no {e} line)") from e
     except ValueError as e:
         raise ValueError(f"{_FN}: the LightGBM model text is corrupt ({e})") from e
-    return _ensemble(header, trees, n_features, n_outputs, names, class_names, frame_categories)
+    return _ensemble(header, trees, n_outputs, names, class_names, frame_categories)
 
 
 def _pandas_categorical(text: str) -> tuple[tuple, ...] | None:
     """The training frame's categories per ``category`` column (the trailer's JSON list), or None."""
-    import json
-
     try:
         lists = json.loads(text.strip() or "null")
     except ValueError as e:
@@ -392,59 +395,19 @@ def _pandas_categorical(text: str) -> tuple[tuple, ...] | None:
     return tuple(tuple(c) for c in lists)
 
 
-def _ensemble(header: dict[str, str], trees: list[_Tree], n_features: int, n_outputs: int,
-              names: tuple[str, ...], class_names: tuple, frame_categories: tuple | None) -> TreeEnsemble:
-    n_trees = len(trees)
-    n_leaves = max(len(tree.values) for tree in trees)
-    n_nodes = max(1, n_leaves - 1)
-    features = np.zeros((n_trees, n_nodes), np.int32)
-    borders = np.full((n_trees, n_nodes), np.inf, np.float32)
-    nan_right = np.zeros((n_trees, n_nodes), bool)
-    children = np.full((n_trees, n_nodes, 2), ~n_leaves, np.int32)  # padded: never reached
-    gains = np.zeros((n_trees, n_nodes), np.float32)
-    counts = np.zeros((n_trees, n_nodes), np.float32)
-    values = np.zeros((n_trees, n_leaves, n_outputs), np.float32)
-    weights = np.zeros((n_trees, n_leaves), np.float32)
-    ids = np.zeros((n_trees, n_leaves), np.int32)
-    categorical = np.zeros((n_trees, n_nodes), bool)
-    known = all(tree.weights is not None for tree in trees)
-    for t, tree in enumerate(trees):
-        m, n = len(tree.features), len(tree.values)
-        categorical[t, :m] = tree.categorical
-        features[t, :m], borders[t, :m], nan_right[t, :m] = tree.features, tree.borders, tree.nan_right
-        children[t, :m], gains[t, :m], counts[t, :m] = tree.children, tree.gains, tree.counts
-        values[t, :n, t % n_outputs] = tree.values
-        ids[t, :n] = tree.ids
-        if known:
-            weights[t, :n] = tree.weights
-    categories, codes = None, None
-    if categorical.any():
-        right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
-        categories = category_words(categorical, right, np.ones(len(right), bool), _FN)  # others: right
-    if categories is not None or frame_categories:
+def _ensemble(header: dict[str, str], trees: list[ParsedTree], n_outputs: int, names: tuple[str, ...],
+              class_names: tuple, frame_categories: tuple | None) -> TreeEnsemble:
+    n_features = len(names)
+    codes = None
+    if frame_categories or any(tree.right_categories for tree in trees):
         codes = CategoryCodes("LightGBM", (None,) * n_features, frame_categories=frame_categories or ())
-    scale = n_outputs / n_trees if "average_output" in header else 1.0  # rf: mean over iterations
-    return TreeEnsemble(
-        roots=jnp.asarray([tree.root for tree in trees], jnp.int32),
-        node_features=jnp.asarray(features),
-        node_borders=jnp.asarray(borders),
-        node_nan_right=jnp.asarray(nan_right),
-        node_children=jnp.asarray(children),
-        leaf_values=jnp.asarray(values),
-        leaf_weights=jnp.asarray(weights),
-        scale=jnp.asarray(scale, jnp.float32),
-        bias=jnp.zeros(n_outputs, jnp.float32),  # the initial score is in the first trees' leaves
-        depth=max(1, *(tree.depth for tree in trees)),  # a model of single leaves: one no-op level
-        n_features=n_features,
+    fields = ModelFields(
+        bias=np.zeros(n_outputs),  # the initial score is in the first trees' leaves
         feature_names=names,
         nan_modes=("AsIs",) * n_features,  # informative only: each node carries its NaN direction
         loss_function=_loss_function(header.get("objective", "")),
+        scale=n_outputs / len(trees) if "average_output" in header else 1.0,  # rf: mean over iterations
         class_names=tuple(class_names),
-        leaf_weights_known=known,
-        node_gains=jnp.asarray(gains),
-        node_weights=jnp.asarray(counts),
-        leaf_ids=jnp.asarray(ids),
-        node_categorical=None if categories is None else jnp.asarray(categorical),
-        node_categories=None if categories is None else jnp.asarray(categories),
-        category_codes=codes,
     )
+    # a model of single leaves: one no-op level
+    return pad_trees(trees, fields, fn_name=_FN, min_depth=1, category_codes=codes)

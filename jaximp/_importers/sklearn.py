@@ -64,12 +64,13 @@ estimator whose prediction depends on the row.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
-from jaximp._models.categories import CategoryCodes, bitset_members, category_words
+from jaximp._importers.padded import ModelFields, ParsedTree, float32_below, pad_trees
+from jaximp._models.categories import CategoryCodes, bitset_members
 from jaximp._models.trees import TreeEnsemble
 
 _FN = "from_sklearn"
@@ -82,19 +83,33 @@ _REGRESSION_LOSSES = {"squared_error": "RMSE", "friedman_mse": "RMSE", "absolute
                       "quantile": "Quantile"}
 
 
-class _Nodes(NamedTuple):
-    """One tree in its library's node numbering (``n`` nodes; children -1 at leaves)."""
+@dataclasses.dataclass(frozen=True)
+class _Nodes:
+    """One tree in its library's node numbering: ``n_all`` nodes, leaves included, the root 0.
 
-    feature: np.ndarray  # i64[n]
-    threshold: np.ndarray  # f64[n] go left when x <= threshold
-    left: np.ndarray  # i64[n]
-    right: np.ndarray  # i64[n]
-    nan_left: np.ndarray  # bool[n]
-    value: np.ndarray  # f64[n, K]
-    weight: np.ndarray  # f64[n]
-    gain: np.ndarray  # f64[n]
-    categorical: np.ndarray  # bool[n] a split on a set of categories
-    right_set: np.ndarray  # bool[n, C] the categories (codes 0..C-1) a categorical split sends right
+    Attributes:
+        feature: ``i64[n_all]`` the input column each split reads.
+        threshold: ``f64[n_all]`` a row goes left when ``x <= threshold``.
+        left, right: ``i64[n_all]`` the children, -1 at leaves.
+        nan_left: ``bool[n_all]`` a NaN goes left.
+        value: ``f64[n_all, K]`` the leaves' values.
+        weight: ``f64[n_all]`` each node's weighted training samples.
+        gain: ``f64[n_all]`` each split's gain (0 at leaves).
+        categorical: ``bool[n_all]`` a split on a set of categories.
+        right_set: ``bool[n_all, n_categories]`` the categories (codes ``0..n_categories-1``)
+            a categorical split sends right.
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    nan_left: np.ndarray
+    value: np.ndarray
+    weight: np.ndarray
+    gain: np.ndarray
+    categorical: np.ndarray
+    right_set: np.ndarray
 
 
 def from_sklearn(model: Any) -> TreeEnsemble:
@@ -191,7 +206,7 @@ def _forest(model: Any, name: str) -> TreeEnsemble:
         loss = "MultiRMSE"
     elif loss != "RMSE" and n_outputs > 1:
         loss = ""
-    return _ensemble(model, nodes, n_outputs=n_outputs, scale=1.0 / len(trees), bias=np.zeros(n_outputs),
+    return _ensemble(model, nodes, scale=1.0 / len(trees), bias=np.zeros(n_outputs),
                      loss_function=loss, impurity_scheme="boosting" if name in _TREES else "forest")
 
 
@@ -204,7 +219,7 @@ def _gradient_boosting(model: Any, name: str) -> TreeEnsemble:
             value = np.zeros((tree.node_count, n_outputs))
             value[:, k] = tree.value[:, 0, 0]
             nodes.append(_tree_nodes(tree, value))
-    return _ensemble(model, nodes, n_outputs=n_outputs, scale=model.learning_rate,
+    return _ensemble(model, nodes, scale=model.learning_rate,
                      bias=_init_prediction(model, name), loss_function=_boosting_loss(model, n_outputs),
                      impurity_scheme="boosting")
 
@@ -236,30 +251,45 @@ def _boosting_loss(model: Any, n_outputs: int) -> str:
 
 def _hist_gradient_boosting(model: Any, name: str) -> TreeEnsemble:
     n_outputs = model.n_trees_per_iteration_
-    columns, codes, known, f_idx_map = _hist_categories(model)
+    categories = _hist_categories(model)
     nodes = []
     for stage in model._predictors:
         for k, predictor in enumerate(stage):
-            nodes.append(_predictor_nodes(predictor, k, n_outputs, columns, known, f_idx_map))
+            nodes.append(_predictor_nodes(predictor, k, n_outputs, categories))
     bias = np.asarray(model._baseline_prediction, np.float64).reshape(-1)
-    return _ensemble(model, nodes, n_outputs=n_outputs, scale=1.0, bias=bias,
-                     loss_function=_boosting_loss(model, n_outputs), impurity_scheme="", category_codes=codes)
+    return _ensemble(model, nodes, scale=1.0, bias=bias, loss_function=_boosting_loss(model, n_outputs),
+                     impurity_scheme="", category_codes=categories.codes)
 
 
-def _hist_categories(model: Any) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
-    """HistGradientBoosting's categorical features: ``(columns i64[F], codes, known bool[G, C],
-    f_idx_map)``.
+@dataclasses.dataclass(frozen=True)
+class _HistCategories:
+    """HistGradientBoosting's categorical features.
 
     With categorical features, the model's ``OrdinalEncoder`` codes them and its
-    ``ColumnTransformer`` puts them first: the trees' feature ``k`` is input column
-    ``columns[k]``. ``codes`` (a ``CategoryCodes``, or None) holds each categorical column's
-    training values in code order; ``known[f_idx_map[k]]`` the codes of feature ``k`` seen in
-    training (``make_known_categories_bitsets``), C the most codes of a feature.
+    ``ColumnTransformer`` puts them first.
+
+    Attributes:
+        columns: ``i64[F]`` the input column of the trees' feature ``k`` is ``columns[k]``.
+        codes: a ``CategoryCodes`` holding each categorical column's training values in code
+            order, or None (no categorical features).
+        known: ``bool[n_categorical, n_categories]`` per categorical feature, the codes seen in
+            training (``make_known_categories_bitsets``), ``n_categories`` the most codes of a
+            feature.
+        f_idx_map: ``i64[F]`` the row of the trees' feature ``k`` in ``known``.
     """
+
+    columns: np.ndarray
+    codes: Any
+    known: np.ndarray
+    f_idx_map: np.ndarray
+
+
+def _hist_categories(model: Any) -> _HistCategories:
+    """HistGradientBoosting's categorical features (see :class:`_HistCategories`)."""
     n_features = model.n_features_in_
     is_categorical = getattr(model, "is_categorical_", None)
     if is_categorical is None or not np.any(is_categorical) or model._preprocessor is None:
-        return np.arange(n_features), None, np.zeros((0, 0), bool), np.zeros(n_features, np.int64)
+        return _HistCategories(np.arange(n_features), None, np.zeros((0, 0), bool), np.zeros(n_features, np.int64))
     categorical = np.flatnonzero(is_categorical)
     columns = np.concatenate([categorical, np.flatnonzero(~np.asarray(is_categorical, bool))])
     encoder = model._preprocessor.named_transformers_["encoder"]
@@ -270,10 +300,10 @@ def _hist_categories(model: Any) -> tuple[np.ndarray, Any, np.ndarray, np.ndarra
             found = found[:-1]
         values[j] = tuple(found)
     known_words, f_idx_map = model._bin_mapper.make_known_categories_bitsets()
-    known = bitset_members(known_words)  # [G, 256]
+    known = bitset_members(known_words)  # [n_categorical, 256]
     width = int(np.max(np.flatnonzero(known.any(axis=0)), initial=-1)) + 1
     codes = CategoryCodes("scikit-learn", tuple(values), lookup_numbers=True, unseen="missing")
-    return columns, codes, known[:, :width], np.asarray(f_idx_map, np.int64)
+    return _HistCategories(columns, codes, known[:, :width], np.asarray(f_idx_map, np.int64))
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,7 +311,7 @@ def _hist_categories(model: Any) -> tuple[np.ndarray, Any, np.ndarray, np.ndarra
 
 
 def _tree_nodes(tree: Any, value: np.ndarray) -> _Nodes:
-    """A ``sklearn.tree._tree.Tree`` with leaf values ``value f64[n, K]``."""
+    """A ``sklearn.tree._tree.Tree`` with leaf values ``value f64[n_all, K]``."""
     left = np.asarray(tree.children_left, np.int64)
     right = np.asarray(tree.children_right, np.int64)
     weight = np.asarray(tree.weighted_n_node_samples, np.float64)
@@ -298,10 +328,9 @@ def _tree_nodes(tree: Any, value: np.ndarray) -> _Nodes:
                   np.zeros(n, bool), np.zeros((n, 0), bool))
 
 
-def _predictor_nodes(predictor: Any, k: int, n_outputs: int, columns: np.ndarray, known: np.ndarray,
-                     f_idx_map: np.ndarray) -> _Nodes:
+def _predictor_nodes(predictor: Any, k: int, n_outputs: int, categories: _HistCategories) -> _Nodes:
     """A HistGradientBoosting ``TreePredictor``, values in column ``k``, features as input
-    columns (``columns``, see :func:`_hist_categories`).
+    columns (``categories.columns``).
 
     A categorical node sends a code right unless it is in its ``raw_left_cat_bitsets`` row
     (left) or unknown (``known``: missing, ``missing_go_to_left``), as ``_predict_one_from_raw_data``
@@ -314,23 +343,18 @@ def _predictor_nodes(predictor: Any, k: int, n_outputs: int, columns: np.ndarray
     feature = nodes["feature_idx"].astype(np.int64)
     nan_left = nodes["missing_go_to_left"].astype(bool)
     categorical = nodes["is_categorical"].astype(bool) & ~leaf
+    known = categories.known
     right = np.zeros((len(nodes), known.shape[1]), bool)
     if categorical.any():
         width = known.shape[1]
         left_set = bitset_members(predictor.raw_left_cat_bitsets[nodes["bitset_idx"][categorical]])[:, :width]
-        seen = known[f_idx_map[feature[categorical]]]
+        seen = known[categories.f_idx_map[feature[categorical]]]
         right[categorical] = np.where(seen, ~left_set, ~nan_left[categorical, None])
-    return _Nodes(columns[feature], nodes["num_threshold"].astype(np.float64),
+    return _Nodes(categories.columns[feature], nodes["num_threshold"].astype(np.float64),
                   np.where(leaf, -1, nodes["left"].astype(np.int64)),
                   np.where(leaf, -1, nodes["right"].astype(np.int64)),
                   nan_left, value, nodes["count"].astype(np.float64),
                   np.where(leaf, 0.0, nodes["gain"].astype(np.float64)), categorical, right)
-
-
-def _float32_below(threshold: np.ndarray) -> np.ndarray:
-    """``f32``: the largest float32 ``b <= threshold``, so that ``x32 > b`` iff ``x32 > threshold``."""
-    border = threshold.astype(np.float32)
-    return np.where(border > threshold, np.nextafter(border, np.float32(-np.inf)), border)
 
 
 def _feature_names(model: Any) -> tuple[str, ...]:
@@ -340,10 +364,28 @@ def _feature_names(model: Any) -> tuple[str, ...]:
     return tuple(str(i) for i in range(model.n_features_in_))
 
 
-def _ensemble(model: Any, trees: list[_Nodes], *, n_outputs: int, scale: float, bias: np.ndarray,
-              loss_function: str, impurity_scheme: str, category_codes: Any = None) -> TreeEnsemble:
-    """The trees laid out as :class:`TreeEnsemble` arrays: internal nodes in preorder (root 0),
-    leaves depth-first left to right, each leaf's library node id kept in ``leaf_ids``.
+def _ensemble(model: Any, trees: list[_Nodes], *, scale: float, bias: np.ndarray, loss_function: str,
+              impurity_scheme: str, category_codes: Any = None) -> TreeEnsemble:
+    """The trees as a :class:`TreeEnsemble` with the model's names and classes (K the length of
+    ``bias``)."""
+    names = _feature_names(model)
+    classes = getattr(model, "classes_", None)
+    fields = ModelFields(
+        bias=bias,
+        feature_names=names,
+        nan_modes=("AsIs",) * len(names),  # each node's own NaN direction: node_nan_right
+        loss_function=loss_function,
+        scale=scale,
+        class_names=() if classes is None else tuple(classes.tolist()),
+    )
+    # a model of single leaves: one idle level
+    return pad_trees(_parsed_trees(trees), fields, fn_name=_FN, min_depth=1, category_codes=category_codes,
+                     impurity_scheme=impurity_scheme)
+
+
+def _parsed_trees(trees: list[_Nodes]) -> list[ParsedTree]:
+    """The trees in jaximp's numbering: internal nodes in preorder (root 0), leaves depth-first
+    left to right, each leaf's library node id kept in ``leaf_ids``.
 
     All trees are walked together, one level per step: levels down give each node's depth,
     levels up each subtree's leaf and internal-node counts, levels down again each node's
@@ -381,64 +423,36 @@ def _ensemble(model: Any, trees: list[_Nodes], *, n_outputs: int, scale: float, 
         leaf_pos[r], node_pos[r] = leaf_pos[inner] + n_leaves[l], node_pos[inner] + 1 + n_inner[l]
     pointer = np.where(internal, node_pos, ~leaf_pos)
 
-    t, l_max = len(trees), int(n_leaves[start].max())
-    m_max = max(1, l_max - 1)
-    ti, pi = tree_of[internal], node_pos[internal]
-    features = np.zeros((t, m_max), np.int32)
-    borders = np.full((t, m_max), np.inf, np.float32)
-    nan_right = np.zeros((t, m_max), bool)
-    children = np.full((t, m_max, 2), ~l_max, np.int32)  # padded: never reached
-    node_weights = np.zeros((t, m_max), np.float32)
-    node_gains = np.zeros((t, m_max), np.float32)
-    features[ti, pi] = cat("feature")[internal]
-    borders[ti, pi] = _float32_below(cat("threshold")[internal])
-    nan_right[ti, pi] = ~cat("nan_left")[internal]
-    categorical = np.zeros((t, m_max), bool)
-    categorical[ti, pi] = cat("categorical")[internal]
-    node_categories = None
-    if categorical.any():
-        split = np.flatnonzero(internal & cat("categorical"))
-        split = split[np.lexsort((node_pos[split], tree_of[split]))]  # row-major, as categorical
-        right_sets = np.concatenate([tree.right_set for tree in trees])[split]  # [S, C]
-        node_categories = category_words(categorical, list(right_sets), ~cat("nan_left")[split],
-                                         _FN)  # unknown codes go where missing values go
-        borders[categorical] = 0.0  # codes are 0, 1, ...: anything below is no category
-    children[ti, pi, 0] = pointer[left[internal]]
-    children[ti, pi, 1] = pointer[right[internal]]
-    weight = cat("weight")
-    node_weights[ti, pi] = weight[internal]
-    node_gains[ti, pi] = cat("gain")[internal]
-    tl, pl = tree_of[~internal], leaf_pos[~internal]
-    values = np.zeros((t, l_max, n_outputs), np.float32)
-    leaf_weights = np.zeros((t, l_max), np.float32)
-    leaf_ids = np.full((t, l_max), -1, np.int32)
-    values[tl, pl] = cat("value")[~internal]
-    leaf_weights[tl, pl] = weight[~internal]
-    leaf_ids[tl, pl] = local[~internal]
+    def per_tree(where: np.ndarray, position: np.ndarray, **arrays: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """Per tree, each array at its nodes among ``where``, in ``position`` order."""
+        order = where[np.lexsort((position[where], tree_of[where]))]
+        ends = np.cumsum(np.bincount(tree_of[order], minlength=len(trees))).tolist()
+        ordered = {name: array[order] for name, array in arrays.items()}
+        return [{name: array[begin:end] for name, array in ordered.items()} for begin, end in zip([0] + ends, ends)]
 
-    names = _feature_names(model)
-    classes = getattr(model, "classes_", None)
-    return TreeEnsemble(
-        roots=jnp.asarray(np.where(internal[start], 0, -1).astype(np.int32)),
-        node_features=jnp.asarray(features),
-        node_borders=jnp.asarray(borders),
-        node_nan_right=jnp.asarray(nan_right),
-        node_children=jnp.asarray(children),
-        leaf_values=jnp.asarray(values),
-        leaf_weights=jnp.asarray(leaf_weights),
-        scale=jnp.asarray(scale, jnp.float32),
-        bias=jnp.asarray(np.asarray(bias, np.float32).reshape(n_outputs)),
-        depth=max(1, int(depth[~internal].max())),  # a model of single leaves: one idle level
-        n_features=len(names),
-        feature_names=names,
-        nan_modes=("AsIs",) * len(names),  # each node's own NaN direction: node_nan_right
-        loss_function=loss_function,
-        class_names=() if classes is None else tuple(classes.tolist()),
-        node_gains=jnp.asarray(node_gains),
-        node_weights=jnp.asarray(node_weights),
-        leaf_ids=jnp.asarray(leaf_ids),
-        impurity_scheme=impurity_scheme,
-        node_categorical=None if node_categories is None else jnp.asarray(categorical),
-        node_categories=None if node_categories is None else jnp.asarray(node_categories),
-        category_codes=category_codes,
+    categorical, nan_left, weight = cat("categorical"), cat("nan_left"), cat("weight")
+    nodes = per_tree(
+        np.flatnonzero(internal), node_pos,
+        node_features=cat("feature"),
+        node_borders=np.where(categorical, np.float32(0.0),  # codes are 0, 1, ...: below is no category
+                              float32_below(cat("threshold"))),
+        node_nan_right=~nan_left,
+        node_children=np.stack([pointer[np.maximum(left, 0)], pointer[np.maximum(right, 0)]], axis=-1),
+        node_gains=cat("gain"),
+        node_weights=weight,
+        node_categorical=categorical,
+        right_set=cat("right_set"),
     )
+    leaves = per_tree(np.flatnonzero(~internal), leaf_pos, leaf_values=cat("value"), leaf_weights=weight,
+                      leaf_ids=local, depth=depth)
+    parsed = []
+    for node, leaf in zip(nodes, leaves):
+        right_set, split = node.pop("right_set"), node["node_categorical"]
+        parsed.append(ParsedTree(
+            root=0 if len(node["node_features"]) else -1,
+            depth=int(leaf.pop("depth").max()),
+            right_categories=tuple(right_set[split]),
+            others_right=node["node_nan_right"][split],  # unknown codes go where missing values go
+            **node, **leaf,
+        ))
+    return parsed

@@ -2,24 +2,24 @@
 
 One parser reads XGBoost's JSON model document, whatever the model came as: a ``Booster`` or a
 scikit-learn ``XGBModel`` (``save_raw("json")``), a ``.json`` file (the standard library's
-``json``) or a ``.ubj`` file (``jaximp._importers.ubjson``, the same document in binary), so a model file
-imports without XGBoost installed. The parts read (XGBoost 1.x to 3.x):
+``json``) or a ``.ubj`` file (``jaximp._importers.ubjson``, the same document in binary), so a
+model file imports without XGBoost installed. The parts read (XGBoost 1.x to 3.x):
 
-* ``learner.gradient_booster``: ``{"name": "gbtree", "model": M}`` or ``{"name": "dart",
-  "gbtree": {"model": M}, "weight_drop": [T]}`` (dart scales tree ``t``'s output by
+* ``learner.gradient_booster``: ``{"name": "gbtree", "model": model}`` or ``{"name": "dart",
+  "gbtree": {"model": model}, "weight_drop": [T]}`` (dart scales tree ``t``'s output by
   ``weight_drop[t]`` when it predicts, and so in ``pred_contribs``); ``gblinear`` is refused.
-* ``M.trees[t]``: per node ``n`` (XGBoost's node id, the root 0), ``left_children[n]`` and
+* ``model.trees[t]``: per node ``n`` (XGBoost's node id, the root 0), ``left_children[n]`` and
   ``right_children[n]`` (-1 at a leaf), ``split_indices`` (feature), ``split_conditions``
   (the threshold; at a leaf, the leaf value, learning rate applied), ``default_left`` (where a
   missing value goes), ``loss_changes`` (the split's gain), ``sum_hessian`` (the node's cover),
   ``split_type`` (1: a categorical split, whose categories going right are listed in
   ``categories``, cut per node by ``categories_nodes``, ``categories_segments`` and
   ``categories_sizes``) and ``tree_param.size_leaf_vector`` (> 1: vector leaves of
-  ``multi_strategy="multi_output_tree"``, not imported). ``M.cats`` (XGBoost >= 3.1): the
+  ``multi_strategy="multi_output_tree"``, not imported). ``model.cats`` (XGBoost >= 3.1): the
   training frame's categories of each categorical feature, which code a DataFrame's
-  ``category`` columns (``jaximp._models.categories``).
-  ``M.tree_info[t]``: the output (class, target) tree ``t`` adds to; ``M.iteration_indptr``: the
-  trees of each boosting round.
+  ``category`` columns (``jaximp._models.categories``). ``model.tree_info[t]``: the output
+  (class, target) tree ``t`` adds to; ``model.iteration_indptr``: the trees of each boosting
+  round.
 * ``learner.learner_model_param``: ``base_score`` (one value, ``"5E-1"``, or one per output,
   ``"[v0,v1]"`` since 3.0), ``num_class``, ``num_target``, ``num_feature``; ``learner.objective.name``,
   ``learner.feature_names``.
@@ -51,11 +51,11 @@ import os
 import sys
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
+from jaximp._importers.padded import ModelFields, ParsedTree, pad_trees
 from jaximp._importers.ubjson import loads
-from jaximp._models.categories import CategoryCodes, category_words
+from jaximp._models.categories import CategoryCodes
 from jaximp._models.trees import TreeEnsemble
 
 _LOGIT = ("binary:logistic", "reg:logistic")
@@ -241,60 +241,66 @@ def _tree_range(model: dict, n_trees: int, n_per_round: int, iteration_range: tu
     return range(int(indptr[begin]), int(indptr[end]))
 
 
-class _Tree:
-    """One XGBoost tree in jaximp's numbering: internal nodes and leaves in depth-first, left-first
-    order (the root internal node 0), pointers as in ``TreeEnsemble.node_children``."""
-
-    def __init__(self, tree: dict, t: int):
-        left = np.asarray(tree["left_children"], np.int64)
-        right = np.asarray(tree["right_children"], np.int64)
-        size = int(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1)
-        if size > 1:
-            raise ValueError("from_xgboost: trees with vector leaves (multi_strategy="
-                             "'multi_output_tree') are not imported; train with multi_strategy="
-                             "'one_output_per_tree' (the default) to explain the model with jaximp")
-        order, levels = [], []
-        stack = [(0, 0)]
-        while stack:  # preorder, left child first
-            n, level = stack.pop()
-            order.append(n)
-            levels.append(level)
-            if len(order) > len(left):
-                raise ValueError(f"from_xgboost: the XGBoost model is corrupt (tree {t} has a cycle)")
-            if left[n] >= 0:
-                stack.append((int(right[n]), level + 1))
-                stack.append((int(left[n]), level + 1))
-        order = np.asarray(order, np.int64)
-        is_leaf = left[order] < 0
-        internal, leaves = order[~is_leaf], order[is_leaf]
-        split_type = np.asarray(tree.get("split_type", np.zeros(len(left))), np.int64)
-        if np.any((split_type[internal] != 0) & (split_type[internal] != 1)):
-            raise ValueError(f"from_xgboost: tree {t} has a split_type other than 0 (numerical) or "
-                             "1 (categorical), which this XGBoost version's format does not define")
-        pointer = np.zeros(len(left), np.int64)
-        pointer[internal] = np.arange(len(internal))
-        pointer[leaves] = ~np.arange(len(leaves))
-        conditions = np.asarray(tree["split_conditions"], np.float32)
-        hessians = np.asarray(tree["sum_hessian"], np.float32)
-        self.root = int(pointer[0])
-        self.features = np.asarray(tree["split_indices"], np.int64)[internal]
-        self.categorical = split_type[internal] == 1
+def _parse_tree(tree: dict, t: int, output: int, drop: np.float32) -> ParsedTree:
+    """XGBoost tree ``t`` in jaximp's numbering (internal nodes and leaves in depth-first,
+    left-first order), adding ``drop`` times its leaves to ``output`` (dart: XGBoost predicts
+    ``weight_drop[t]`` times the leaf)."""
+    left = np.asarray(tree["left_children"], np.int64)
+    right = np.asarray(tree["right_children"], np.int64)
+    size = int(tree.get("tree_param", {}).get("size_leaf_vector", 1) or 1)
+    if size > 1:
+        raise ValueError("from_xgboost: trees with vector leaves (multi_strategy="
+                         "'multi_output_tree') are not imported; train with multi_strategy="
+                         "'one_output_per_tree' (the default) to explain the model with jaximp")
+    order, levels = [], []
+    stack = [(0, 0)]
+    while stack:  # preorder, left child first
+        n, level = stack.pop()
+        order.append(n)
+        levels.append(level)
+        if len(order) > len(left):
+            raise ValueError(f"from_xgboost: the XGBoost model is corrupt (tree {t} has a cycle)")
+        if left[n] >= 0:
+            stack.append((int(right[n]), level + 1))
+            stack.append((int(left[n]), level + 1))
+    order = np.asarray(order, np.int64)
+    is_leaf = left[order] < 0
+    internal, leaves = order[~is_leaf], order[is_leaf]
+    split_type = np.asarray(tree.get("split_type", np.zeros(len(left))), np.int64)
+    if np.any((split_type[internal] != 0) & (split_type[internal] != 1)):
+        raise ValueError(f"from_xgboost: tree {t} has a split_type other than 0 (numerical) or "
+                         "1 (categorical), which this XGBoost version's format does not define")
+    pointer = np.zeros(len(left), np.int64)
+    pointer[internal] = np.arange(len(internal))
+    pointer[leaves] = ~np.arange(len(leaves))
+    conditions = np.asarray(tree["split_conditions"], np.float32)
+    hessians = np.asarray(tree["sum_hessian"], np.float32)
+    categorical = split_type[internal] == 1
+    right_categories = _right_categories(tree, internal[categorical])
+    return ParsedTree(
+        root=int(pointer[0]),
+        node_features=np.asarray(tree["split_indices"], np.int64)[internal],
         # a categorical node reads values from 0 up (a negative value is no category: left)
-        self.borders = np.where(self.categorical, np.float32(0.0),
-                                np.nextafter(conditions[internal], np.float32(-np.inf)))
-        self.nan_right = np.asarray(tree["default_left"], np.int64)[internal] == 0
-        self.right_categories = _right_categories(tree, internal[self.categorical])
-        self.children = np.stack([pointer[left[internal]], pointer[right[internal]]], axis=-1)
-        self.gains = np.asarray(tree["loss_changes"], np.float32)[internal]
-        self.covers = hessians[internal]
-        self.values = conditions[leaves]
-        self.weights = hessians[leaves]
-        self.leaf_ids = leaves
-        self.depth = int(max(levels))
+        node_borders=np.where(categorical, np.float32(0.0),
+                              np.nextafter(conditions[internal], np.float32(-np.inf))),
+        node_nan_right=np.asarray(tree["default_left"], np.int64)[internal] == 0,
+        node_children=np.stack([pointer[left[internal]], pointer[right[internal]]], axis=-1),
+        leaf_values=conditions[leaves] * drop,
+        depth=int(max(levels)),
+        output=output,
+        leaf_weights=hessians[leaves],
+        node_gains=np.asarray(tree["loss_changes"], np.float32)[internal],
+        node_weights=hessians[internal],
+        leaf_ids=leaves,
+        node_categorical=categorical,
+        right_categories=tuple(right_categories),
+        others_right=np.zeros(len(right_categories), bool),  # other values: left
+    )
 
 
 def _right_categories(tree: dict, nodes: np.ndarray) -> list[np.ndarray]:
-    """Per categorical node (XGBoost ids ``nodes``), ``bool[C]`` the categories that go right.
+    """Per categorical node (XGBoost ids ``nodes``), ``bool[n_categories]`` the categories that
+    go right (``n_categories`` one past the largest listed).
 
     The tree lists, per categorical node ``categories_nodes[i]``, the categories
     ``categories[categories_segments[i]:][:categories_sizes[i]]``: those go right, every other
@@ -351,39 +357,14 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
     n_parallel = int(model.get("gbtree_model_param", {}).get("num_parallel_tree", 1) or 1)
     chosen = _tree_range(model, len(all_trees), n_parallel * n_outputs, iteration_range)
     drop = np.asarray(booster.get("weight_drop", np.ones(len(all_trees))), np.float32)
-    trees = [_Tree(all_trees[t], t) for t in chosen]
     outputs, drop = tree_info[list(chosen)], drop[list(chosen)]
+    trees = [_parse_tree(all_trees[t], t, int(k), w) for t, k, w in zip(chosen, outputs, drop)]
     if np.any((outputs < 0) | (outputs >= n_outputs)):
         raise ValueError(f"from_xgboost: tree_info must name outputs below {n_outputs}; "
                          f"got {sorted(set(outputs.tolist()))}")
-
-    n_trees = len(trees)
-    n_leaves = max(len(tree.values) for tree in trees)
-    n_nodes = max(1, n_leaves - 1)
-    features = np.zeros((n_trees, n_nodes), np.int32)
-    borders = np.full((n_trees, n_nodes), np.inf, np.float32)
-    nan_right = np.zeros((n_trees, n_nodes), bool)
-    children = np.full((n_trees, n_nodes, 2), ~n_leaves, np.int32)  # padded: never reached
-    gains = np.zeros((n_trees, n_nodes), np.float32)
-    covers = np.zeros((n_trees, n_nodes), np.float32)
-    values = np.zeros((n_trees, n_leaves, n_outputs), np.float32)
-    weights = np.zeros((n_trees, n_leaves), np.float32)
-    leaf_ids = np.zeros((n_trees, n_leaves), np.int32)
-    for t, tree in enumerate(trees):
-        m, l = len(tree.features), len(tree.values)
-        features[t, :m], borders[t, :m], nan_right[t, :m] = tree.features, tree.borders, tree.nan_right
-        children[t, :m], gains[t, :m], covers[t, :m] = tree.children, tree.gains, tree.covers
-        values[t, :l, outputs[t]] = tree.values * drop[t]  # dart: XGBoost predicts w_t * leaf
-        weights[t, :l], leaf_ids[t, :l] = tree.weights, tree.leaf_ids
+    features = np.concatenate([tree.node_features for tree in trees])
     if features.size and (features.min() < 0 or features.max() >= n_features):
         raise ValueError(f"from_xgboost: split features must be below num_feature = {n_features}")
-    categorical = np.zeros((n_trees, n_nodes), bool)
-    for t, tree in enumerate(trees):
-        categorical[t, :len(tree.features)] = tree.categorical
-    categories = None
-    if categorical.any():
-        right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
-        categories = category_words(categorical, right, np.zeros(len(right), bool), "from_xgboost")  # others: left
 
     base = _numbers(param.get("base_score", "0.5"))
     if base.size not in (1, n_outputs):
@@ -397,27 +378,7 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
         loss = "MultiRMSE" if objective == "reg:squarederror" else ""
     if loss == "MultiClass" and len(class_names) not in (0, n_outputs):
         class_names = ()
-    return TreeEnsemble(
-        roots=jnp.asarray(np.asarray([tree.root for tree in trees], np.int32)),
-        node_features=jnp.asarray(features),
-        node_borders=jnp.asarray(borders),
-        node_nan_right=jnp.asarray(nan_right),
-        node_children=jnp.asarray(children),
-        leaf_values=jnp.asarray(values),
-        leaf_weights=jnp.asarray(weights),
-        scale=jnp.asarray(1.0, jnp.float32),
-        bias=jnp.asarray(bias),
-        depth=max(tree.depth for tree in trees),
-        n_features=n_features,
-        feature_names=names,
-        nan_modes=("AsIs",) * n_features,
-        loss_function=loss,
-        class_names=class_names,
-        node_gains=jnp.asarray(gains),
-        node_weights=jnp.asarray(covers),
-        leaf_ids=jnp.asarray(leaf_ids),
-        node_categorical=None if categories is None else jnp.asarray(categorical),
-        node_categories=None if categories is None else jnp.asarray(categories),
-        category_codes=_category_codes(model, list(learner.get("feature_types") or ()), n_features),
-    )
-
+    fields = ModelFields(bias=bias, feature_names=names, nan_modes=("AsIs",) * n_features, loss_function=loss,
+                         class_names=class_names)
+    codes = _category_codes(model, list(learner.get("feature_types") or ()), n_features)
+    return pad_trees(trees, fields, fn_name="from_xgboost", category_codes=codes)

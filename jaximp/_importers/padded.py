@@ -1,0 +1,205 @@
+"""The one builder of padded tree arrays: parsed trees in, a :class:`TreeEnsemble` out.
+
+Every general-tree importer (CatBoost's non-symmetric trees, XGBoost, LightGBM, scikit-learn)
+parses its library's trees into :class:`ParsedTree` (one tree in jaximp's numbering: internal
+nodes in preorder, the root 0, leaves depth-first left to right, child pointers as in
+``TreeEnsemble.node_children``) and its model-level fields into :class:`ModelFields`, and
+:func:`pad_trees` lays the trees out as the ensemble's arrays, padded to the largest tree (see
+:mod:`jaximp._models.trees`). :class:`ModelFields` also fills the oblivious layout's model-level
+fields (``jaximp._importers.catboost``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaximp._models.categories import category_words
+from jaximp._models.trees import TreeEnsemble
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedTree:
+    """One tree in jaximp's numbering, before padding: ``n_nodes`` internal nodes (M before
+    padding) and ``n_leaves`` leaves (L before padding).
+
+    Attributes:
+        root: the root pointer: 0, or ``~0 = -1`` for a tree that is a single leaf.
+        node_features: ``int[n_nodes]`` the feature each internal node reads.
+        node_borders: ``f32[n_nodes]`` a row goes right when ``x > border``.
+        node_nan_right: ``bool[n_nodes]`` a NaN goes right.
+        node_children: ``int[n_nodes, 2]`` left and right child pointers.
+        leaf_values: ``float[n_leaves, K]``, or ``float[n_leaves]`` for a tree that adds to one
+            output only (``output``); cast to float32 when padded.
+        depth: the longest root-to-leaf path.
+        output: the one output the tree adds to, or None: all K.
+        leaf_weights: ``f32[n_leaves]`` each leaf's cover, or None when the model file has none.
+        node_gains: ``f32[n_nodes]`` the library's split gains, or None (computed from leaves).
+        node_weights: ``f32[n_nodes]`` the library's node covers, or None (the sum of leaves').
+        leaf_ids: ``int[n_leaves]`` the leaves' numbers in the library, or None (depth-first).
+        node_categorical: ``bool[n_nodes]`` the set-membership splits, or None (none).
+        right_categories: per set-membership split, in node order, ``bool[n_categories]``
+            whether category ``c`` goes right.
+        others_right: ``bool[n_categorical]`` per set-membership split, where every other value
+            goes (right when True): categories it does not list, values below its border.
+    """
+
+    root: int
+    node_features: np.ndarray
+    node_borders: np.ndarray
+    node_nan_right: np.ndarray
+    node_children: np.ndarray
+    leaf_values: np.ndarray
+    depth: int
+    output: int | None = None
+    leaf_weights: np.ndarray | None = None
+    node_gains: np.ndarray | None = None
+    node_weights: np.ndarray | None = None
+    leaf_ids: np.ndarray | None = None
+    node_categorical: np.ndarray | None = None
+    right_categories: tuple[np.ndarray, ...] = ()
+    others_right: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, bool))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFields:
+    """The fields of an ensemble that no tree holds, the same in both layouts.
+
+    Attributes:
+        bias: ``float[K]`` the model's bias (its length is K).
+        feature_names: the F input columns' names.
+        nan_modes: per evaluated feature (E entries) "Min", "Max" or "AsIs".
+        loss_function: the training loss's name, "" when unknown.
+        scale: the model's scale.
+        class_names: class labels of a classifier, else ``()``.
+        featurizer, players, player_of, reads, n_searched: the categorical description of a
+            CatBoost model (see ``ObliviousEnsemble``), None for numeric models.
+    """
+
+    bias: np.ndarray
+    feature_names: tuple[str, ...]
+    nan_modes: tuple[str, ...]
+    loss_function: str
+    scale: float = 1.0
+    class_names: tuple = ()
+    featurizer: Any = None
+    players: tuple[tuple[int, ...], ...] | None = None
+    player_of: tuple[int, ...] | None = None
+    reads: tuple[tuple[int, ...], ...] | None = None
+    n_searched: int | None = None
+
+    @property
+    def n_outputs(self) -> int:
+        """K, the length of the bias."""
+        return int(np.size(self.bias))
+
+    def ensemble_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of either ensemble class these fields fill (``scale f32[]``,
+        ``bias f32[K]``, ``n_features`` = F and the static fields)."""
+        return dict(
+            scale=jnp.asarray(self.scale, jnp.float32),
+            bias=jnp.asarray(np.asarray(self.bias, np.float32).reshape(self.n_outputs)),
+            n_features=len(self.feature_names),
+            feature_names=self.feature_names,
+            nan_modes=self.nan_modes,
+            loss_function=self.loss_function,
+            class_names=self.class_names,
+            featurizer=self.featurizer,
+            players=self.players,
+            player_of=self.player_of,
+            reads=self.reads,
+            n_searched=self.n_searched,
+        )
+
+
+def pad_trees(trees: Sequence[ParsedTree], fields: ModelFields, *, fn_name: str, min_depth: int = 0,
+              category_codes: Any = None, impurity_scheme: str = "") -> TreeEnsemble:
+    """Lay parsed trees out as one :class:`TreeEnsemble`, padded to the largest.
+
+    L is the most leaves of any tree and M = max(1, L - 1); padded nodes have feature 0, border
+    ``+inf`` and children pointing to the out-of-range leaf L (never reached), padded leaves
+    value, weight, id 0. A per-node or per-leaf field that any tree lacks (None) is None in the
+    ensemble (``leaf_weights``: zeros, ``leaf_weights_known`` False).
+
+    Args:
+        trees: the T trees, in the order they add up.
+        fields: the model-level fields; K is the length of their bias.
+        fn_name: the importer, for messages.
+        min_depth: the least D (1: a model of single leaves keeps one idle level).
+        category_codes: how rows' categorical columns become codes (``TreeEnsemble``).
+        impurity_scheme: scikit-learn's pooling of impurity importances (``TreeEnsemble``).
+
+    Returns:
+        The ensemble: ``leaf_values f32[T, L, K]``, nodes ``[T, M]``.
+
+    Raises:
+        ValueError: the category bitsets would exceed what jaximp holds (``category_words``).
+    """
+    n_leaves = max(len(tree.leaf_values) for tree in trees)
+    nodes, leaves = (max(1, n_leaves - 1),), (n_leaves,)  # M, L
+    features = _pad([tree.node_features for tree in trees], nodes, np.int32)
+    borders = _pad([tree.node_borders for tree in trees], nodes, np.float32, np.inf)
+    nan_right = _pad([tree.node_nan_right for tree in trees], nodes, bool)
+    children = _pad([tree.node_children for tree in trees], (*nodes, 2), np.int32, ~n_leaves)  # never reached
+    values = np.zeros((len(trees), n_leaves, fields.n_outputs), np.float32)
+    for t, tree in enumerate(trees):
+        columns = slice(None) if tree.output is None else tree.output
+        values[t, :len(tree.leaf_values), columns] = tree.leaf_values
+    leaf_weights = _pad([tree.leaf_weights for tree in trees], leaves, np.float32)
+    categorical = _pad([np.zeros(0, bool) if tree.node_categorical is None else tree.node_categorical
+                        for tree in trees], nodes, bool)
+    categories = None
+    if categorical.any():
+        right = [mask for tree in trees for mask in tree.right_categories]  # row-major, as categorical
+        others = np.concatenate([np.asarray(tree.others_right, bool) for tree in trees])
+        categories = category_words(categorical, right, others, fn_name)
+    return TreeEnsemble(
+        roots=jnp.asarray(np.asarray([tree.root for tree in trees], np.int32)),
+        node_features=jnp.asarray(features),
+        node_borders=jnp.asarray(borders),
+        node_nan_right=jnp.asarray(nan_right),
+        node_children=jnp.asarray(children),
+        leaf_values=jnp.asarray(values),
+        leaf_weights=jnp.asarray(np.zeros((len(trees), n_leaves), np.float32) if leaf_weights is None
+                                 else leaf_weights),
+        depth=max(min_depth, *(tree.depth for tree in trees)),
+        leaf_weights_known=leaf_weights is not None,
+        node_gains=_on_device(_pad([tree.node_gains for tree in trees], nodes, np.float32)),
+        node_weights=_on_device(_pad([tree.node_weights for tree in trees], nodes, np.float32)),
+        leaf_ids=_on_device(_pad([tree.leaf_ids for tree in trees], leaves, np.int32)),
+        impurity_scheme=impurity_scheme,
+        node_categorical=None if categories is None else jnp.asarray(categorical),
+        node_categories=_on_device(categories),
+        category_codes=category_codes,
+        **fields.ensemble_arguments(),
+    )
+
+
+def _on_device(array: np.ndarray | None) -> Any:
+    """``jnp.asarray(array)``, None for None."""
+    return None if array is None else jnp.asarray(array)
+
+
+def _pad(arrays: list[np.ndarray | None], shape: tuple[int, ...], dtype: Any, fill: Any = 0) -> np.ndarray | None:
+    """``dtype[T, *shape]``: per tree its array (the first axis cut short), ``fill`` after it;
+    None when a tree has None (the library does not give the field)."""
+    if any(array is None for array in arrays):
+        return None
+    padded = np.full((len(arrays), *shape), fill, dtype)
+    for t, array in enumerate(arrays):
+        if len(array):  # a single leaf has no nodes
+            padded[t, :len(array)] = array
+    return padded
+
+
+def float32_below(threshold: np.ndarray) -> np.ndarray:
+    """``f32`` shaped as ``threshold`` (``f64``): the largest float32 at or below each threshold,
+    the border of a split that sends ``x <= threshold`` left (``x32 > border`` iff
+    ``x32 > threshold``; rounding to the nearest float32 instead would send rows equal to a
+    rounded-up threshold the wrong way)."""
+    border = threshold.astype(np.float32)
+    return np.where(border.astype(np.float64) > threshold, np.nextafter(border, np.float32(-np.inf)), border)
