@@ -37,11 +37,11 @@ try:
 except ImportError as e:  # pragma: no cover - dask is an optional dependency
     raise ImportError("jaximp.dask needs dask (pip install 'jaximp[dask]')") from e
 
-from jaximp._importances.metrics import ROW_SCORES, as_targets, resolve_scoring, row_score, task_of
-from jaximp._importances.permutation import _check_max_samples, _check_repeats, _row_draws, as_key, permuted_sums
-from jaximp._importances.permutation_groups import check_groups, evaluated_groups
+from jaximp._importances.permutation import permutation_setup, permuted_sums
+from jaximp._importances.scoring import ROW_SCORES, as_targets
 from jaximp._leaves.predict import leaf_indices as _leaf_indices
 from jaximp._leaves.predict import predict as _predict
+from jaximp._models.ensemble import check_model
 from jaximp._shap.explainer import Explainer
 
 __all__ = ["leaf_indices", "permutation_importance", "predict", "shap_importance", "shap_values"]
@@ -181,10 +181,9 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
 
 def _permuted_score_chunk(ens: Any, groups: list, score: Any, x: np.ndarray, donors: np.ndarray, y: np.ndarray,
                           w: Any) -> np.ndarray:
-    """``f64[1 + (G + 1) S]``: the chunk's weight, then its weighted sums of the score's row terms
-    without and with each group's columns taken from ``donors`` (the rows whose values each row
-    receives), scored block by block on the worker's device."""
-
+    """``f64[1 + (G + 1) n_terms]``: the chunk's weight, then its weighted sums of the score's row
+    terms without and with each group's columns taken from ``donors`` (the rows whose values each
+    row receives), scored block by block on the worker's device."""
     fn_name = "jaximp.dask.permutation_importance"
     n = len(x)
     targets = as_targets(np.asarray(y), ens, n, fn_name)
@@ -192,7 +191,7 @@ def _permuted_score_chunk(ens: Any, groups: list, score: Any, x: np.ndarray, don
     both = np.concatenate([np.asarray(x, np.float32), np.asarray(donors, np.float32)])
     own, donor = np.arange(n), n + np.arange(n)  # row i receives its group's values from row n + i
     sums = permuted_sums(ens, both, groups, own, donor[:, None], targets, weights[:, None], score,
-                         batch_size=None, devices=None, fn_name=fn_name)  # [1, G + 1, S]
+                         batch_size=None, devices=None, fn_name=fn_name)  # [1, G + 1, n_terms]
     return np.concatenate([[weights.astype(np.float64).sum()], sums.reshape(-1)])
 
 
@@ -242,6 +241,7 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
     from sklearn.utils import Bunch
 
     fn_name = "jaximp.dask.permutation_importance"
+    check_model(ens, fn_name)
     if ens.featurizer is not None:
         raise ValueError(f"{fn_name}: models with categorical features are not supported on Dask yet; "
                          "use jaximp.permutation_importance in memory")
@@ -251,12 +251,6 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
     y, sample_weight = (a.to_dask_array(lengths=True) if hasattr(a, "to_dask_array") else a for a in (y, sample_weight))
     if not isinstance(X, da.Array) or X.ndim != 2:
         raise TypeError(f"{fn_name}: X must be a 2-d dask.array [N, F] or a dask DataFrame; got {type(X).__name__}")
-    resolve_scoring(scoring, ens, task_of(ens, fn_name), fn_name)
-    score = row_score(scoring, ens)
-    if score is None or scoring == "r2":
-        names = sorted(name for name in ROW_SCORES if name != "r2")
-        raise ValueError(f"{fn_name}: scoring must be None (the model's loss) or one of {names} on Dask; "
-                         f"got {scoring!r} (compute it in memory with jaximp.permutation_importance)")
     X = X.rechunk({1: -1}).astype(np.float32)
     if any(np.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()
@@ -265,23 +259,29 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
     w = None if sample_weight is None else da.asarray(sample_weight)
     if y.shape[0] != n or (w is not None and w.shape != (n,)):
         raise ValueError(f"{fn_name}: y and sample_weight must have one entry per row of X ({n})")
-    repeats = _check_repeats(n_repeats, fn_name)
-    n_sub = _check_max_samples(max_samples, n, fn_name)
-    groups, _ = evaluated_groups(ens, check_groups(feature_groups, ens, fn_name))
+    setup = permutation_setup(ens, n, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
+                              max_samples=max_samples, feature_groups=feature_groups, fn_name=fn_name)
+    score = setup.row_score
+    if score is None or scoring == "r2":
+        names = sorted(name for name in ROW_SCORES if name != "r2")
+        raise ValueError(f"{fn_name}: scoring must be None (the model's loss) or one of {names} on Dask; "
+                         f"got {scoring!r} (compute it in memory with jaximp.permutation_importance)")
+    all_rows = setup.take.shape[1] == n
     shipped = _ship(ens)
     task = dask.delayed(_permuted_score_chunk, pure=True)
     sums = []
-    for take, source in _row_draws(as_key(random_state, fn_name), repeats, n, n_sub):
-        rows = X if n_sub == n else X[take]
+    for take, source in zip(setup.take, setup.source):
+        rows = X if all_rows else X[take]
         donors = X[source].rechunk(rows.chunks)
         parts = [a.rechunk({0: rows.chunks[0]}).to_delayed().ravel()
-                 for a in (y if n_sub == n else y[take], w if (w is None or n_sub == n) else w[take])
+                 for a in (y if all_rows else y[take], w if (w is None or all_rows) else w[take])
                  if a is not None]
         ys, ws = parts[0], (parts[1] if w is not None else [None] * len(parts[0]))
-        sums.append([task(shipped, groups, score, xc, dc, yc, wc) for xc, dc, yc, wc in
+        sums.append([task(shipped, setup.groups, score, xc, dc, yc, wc) for xc, dc, yc, wc in
                      zip(rows.to_delayed()[:, 0], donors.to_delayed()[:, 0], ys, ws)])
     totals = np.asarray([np.sum(parts, axis=0) for parts in dask.compute(*sums, **compute_kwargs)])
-    weight, sums = totals[:, 0], totals[:, 1:].reshape(repeats, len(groups) + 1, -1)  # [R], [R, G + 1, S]
+    repeats = len(setup.take)
+    weight, sums = totals[:, 0], totals[:, 1:].reshape(repeats, len(setup.groups) + 1, -1)  # [R], [R, G + 1, n_terms]
     scores = np.stack([score.final(sums[r], weight[r], None, None) for r in range(repeats)])  # [R, G + 1]
     importances = (scores[:, :1] - scores[:, 1:]).T  # [G, R]
     return Bunch(importances_mean=importances.mean(axis=1), importances_std=importances.std(axis=1),

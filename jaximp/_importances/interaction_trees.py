@@ -26,44 +26,48 @@ the one reproduced here (checked against CatBoost 1.2.10).
 With categorical features the walk's "feature" is CatBoost's internal feature
 (``GetFeatureToIdxMap``: a float feature, a categorical feature's one-hot values together, a
 CTR), so :func:`internal_pair_scores` keys the same terms on internal features and returns the
-per-tree scores; ``jaximp._importances.model_importance`` credits them to columns as for oblivious models. The
-internal features' order of first appearance, which orients the pairs there, is that of the
-nodes (trees, then each tree's nodes as stored), CatBoost's order for the JSON-reloaded model
-(checked on CTRs over several columns, where the orientation matters).
+per-tree scores; ``jaximp._importances.interaction`` credits them to columns as for oblivious
+models. The internal features' order of first appearance, which orients the pairs there, is
+that of the nodes (trees, then each tree's nodes as stored), CatBoost's order for the
+JSON-reloaded model (checked on CTRs over several columns, where the orientation matters).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._models.ensemble import to_columns
+from jaximp._models.ensemble import safe_div, to_columns
 from jaximp._models.trees import TreeEnsemble, parents, subtree_sums
 from jaximp._rows.batching import is_traced
 
 
-class PairTerms(NamedTuple):
-    """The terms of every tree's pair scores (host arrays; ``n`` terms, ``U`` (tree, pair) keys).
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PairTerms:
+    """The terms of every tree's pair scores (host arrays, or device arrays as a kernel's
+    argument): ``n_terms`` terms, ``n_keys`` (tree, feature pair) keys.
 
     Attributes:
-        tree: ``i32[n]`` the term's tree.
-        node: ``i32[n]`` its lower internal node ``b``.
-        sign: ``f32[n]`` ``s_a(b)``: +1 when ``b`` is below its ancestor's right edge, else -1.
-        key: ``i32[n]`` its (tree, feature pair) key, ``0..U-1``.
-        pair: ``i32[U]`` each key's feature pair ``f * E + g`` (``f < g``, evaluated features;
-            with ``node_keys``, the given features and their number in place of E).
+        tree: ``i32[n_terms]`` the term's tree.
+        node: ``i32[n_terms]`` its lower internal node ``b``.
+        sign: ``f32[n_terms]`` ``s_a(b)``: +1 when ``b`` is below its ancestor's right edge, else -1.
+        key: ``i32[n_terms]`` its (tree, feature pair) key, ``0..n_keys-1``.
+        pair: ``i32[n_keys]`` each key's feature pair ``f * E + g`` (``f < g``, evaluated
+            features; with ``node_keys``, the given features and their number in place of E).
     """
 
-    tree: np.ndarray
-    node: np.ndarray
-    sign: np.ndarray
-    key: np.ndarray
-    pair: np.ndarray
+    tree: Any
+    node: Any
+    sign: Any
+    key: Any
+    pair: Any
 
 
 def pair_terms(ens: TreeEnsemble, node_keys: np.ndarray | None = None, n_keys: int | None = None) -> PairTerms:
@@ -116,16 +120,11 @@ def child_sum_difference(ens: TreeEnsemble) -> Array:
     return sums[:, :, 1] - sums[:, :, 0]
 
 
-def _safe_div(num: Array, den: Array) -> Array:
-    ok = den > 0
-    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
-
-
 def _key_scores(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
-    """``f32[U]`` each (tree, feature pair) key's score: ``|sum_k delta_t(f, g)_k|`` ("sum") or
+    """``f32[n_keys]`` each (tree, feature pair) key's score: ``|sum_k delta_t(f, g)_k|`` ("sum") or
     ``sum_k |delta_t(f, g)_k|`` ("abs")."""
-    contrib = terms.sign[:, None] * child_sum_difference(ens)[terms.tree, terms.node]  # [n, K]
-    per_key = jax.ops.segment_sum(contrib, terms.key, terms.pair.shape[0])  # [U, K]: delta_t(f, g)
+    contrib = terms.sign[:, None] * child_sum_difference(ens)[terms.tree, terms.node]  # [n_terms, K]
+    per_key = jax.ops.segment_sum(contrib, terms.key, terms.pair.shape[0])  # [n_keys, K]: delta_t(f, g)
     return _reduce_outputs(per_key, output_reduction)
 
 
@@ -133,7 +132,7 @@ _key_scores_kernel = jax.jit(_key_scores, static_argnames=("output_reduction",))
 
 
 def _reduce_outputs(per_key: Array, output_reduction: str) -> Array:
-    """``[U, K] -> [U]``: ``|sum_k|`` ("sum") or ``sum_k |.|`` ("abs")."""
+    """``[n_keys, K] -> [n_keys]``: ``|sum_k|`` ("sum") or ``sum_k |.|`` ("abs")."""
     if output_reduction == "sum":
         return jnp.abs(jnp.sum(per_key, axis=-1))
     return jnp.sum(jnp.abs(per_key), axis=-1)
@@ -148,8 +147,8 @@ def _device_key_scores(ens: TreeEnsemble, *, output_reduction: str) -> tuple[Arr
     and summed per run of equal keys.
 
     Returns:
-        ``(score f32[T * n], pair i32[T * n])``, ``n = M (D - 1)`` terms per tree: each run's
-        score (0 past the runs) and its pair (``E * E`` where nothing is scored).
+        ``(score f32[T * n_terms], pair i32[T * n_terms])``, ``n_terms = M (D - 1)`` terms per
+        tree: each run's score (0 past the runs) and its pair (``E * E`` where nothing is scored).
     """
     node_parent, node_side, _, _ = parents(ens)  # [T, M]
     features, e = ens.node_features, ens.n_evaluated
@@ -167,12 +166,12 @@ def _device_key_scores(ens: TreeEnsemble, *, output_reduction: str) -> tuple[Arr
     t, k = ens.n_trees, ens.n_outputs
     if not keys:  # stumps: no pairs
         return jnp.zeros(t, difference.dtype), jnp.full(t, e * e, jnp.int32)
-    key, term = jnp.concatenate(keys, axis=1), jnp.concatenate(terms, axis=1)  # [T, n], [T, n, K]
+    key, term = jnp.concatenate(keys, axis=1), jnp.concatenate(terms, axis=1)  # [T, n_terms], [T, n_terms, K]
     order = jnp.argsort(key, axis=1)
     key = jnp.take_along_axis(key, order, axis=1)
     term = jnp.take_along_axis(term, order[..., None], axis=1)
     first = jnp.concatenate([jnp.ones((t, 1), bool), key[:, 1:] != key[:, :-1]], axis=1)
-    run = jnp.cumsum(first.reshape(-1)) - 1  # [T * n] each term's run of equal keys in its tree
+    run = jnp.cumsum(first.reshape(-1)) - 1  # [T * n_terms] each term's run of equal keys in its tree
     size = key.size
     per_key = jax.ops.segment_sum(term.reshape(-1, k), run, size)  # [T * n, K]
     pair = jnp.full(size, e * e, jnp.int32).at[run].set(key.reshape(-1).astype(jnp.int32))
@@ -186,7 +185,7 @@ def _pair_matrix(ens: TreeEnsemble, score: Array, pair: Array) -> Array:
     pairs = jax.ops.segment_sum(jnp.where(pair < e * e, score, 0.0), jnp.minimum(pair, e * e - 1), e * e)
     pairs = pairs.reshape(e, e)  # upper triangle
     matrix = to_columns(ens, to_columns(ens, pairs + pairs.T, axis=0), axis=1)
-    return 100.0 * _safe_div(matrix, jnp.sum(pairs))
+    return 100.0 * safe_div(matrix, jnp.sum(pairs))
 
 
 @functools.partial(jax.jit, static_argnames=("output_reduction",))
@@ -214,7 +213,7 @@ def tree_interaction(ens: TreeEnsemble, *, output_reduction: str) -> Array:
         score, pair = _device_key_scores(ens, output_reduction=output_reduction)
         return _pair_matrix(ens, score, pair)
     with jax.ensure_compile_time_eval():  # a concrete model read inside a caller's jax.jit
-        terms = PairTerms(*(jnp.asarray(a) for a in pair_terms(ens)))
+        terms = jax.tree_util.tree_map(jnp.asarray, pair_terms(ens))
     return _interaction_kernel(ens, terms, output_reduction=output_reduction)
 
 
@@ -234,14 +233,14 @@ def internal_pair_scores(ens: TreeEnsemble, internal_of: tuple[int, ...], n_inte
         output_reduction: ``"sum"`` or ``"abs"`` (see :func:`tree_interaction`).
 
     Returns:
-        ``(first i64[U], second i64[U], score f64[U], order i64[S])``: each (tree, internal pair)
-        key's features (``first < second``) and score, and the internal feature of every real
-        node in the model's order (trees, then nodes), whose first appearances order the pairs
+        ``(first i64[n_keys], second i64[n_keys], score f64[n_keys], order i64[n_splits])``: each
+        (tree, internal pair) key's features (``first < second``) and score, and the internal
+        feature of every real node in the model's order (trees, then nodes), whose first appearances order the pairs
         (CatBoost's ``GetFeatureToIdxMap``).
     """
     internal = np.asarray(internal_of, np.int64)[np.asarray(ens.node_features)]  # [T, M]
     terms = pair_terms(ens, internal, n_internal)
-    score = _key_scores_kernel(ens, PairTerms(*(jnp.asarray(a) for a in terms)), output_reduction=output_reduction)
+    score = _key_scores_kernel(ens, jax.tree_util.tree_map(jnp.asarray, terms), output_reduction=output_reduction)
     pair = terms.pair.astype(np.int64)
     order = internal[np.isfinite(np.asarray(ens.node_borders))]  # padded nodes have border +inf
     return pair // n_internal, pair % n_internal, np.asarray(score, np.float64), order

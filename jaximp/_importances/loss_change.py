@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._importances.metrics import ModelLoss, as_targets, model_loss
+from jaximp._importances.scoring import ModelLoss, as_targets, model_loss
 from jaximp._leaves.oblivious import leaf_prediction, map_leaves
 from jaximp._leaves.trees import predict_kernel
 from jaximp._models.ensemble import Ensemble, check_model, to_columns

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from jaximp._models.oblivious import ObliviousEnsemble
+from jaximp._models.ensemble import Ensemble
 from jaximp._rows.inputs import RawColumns, featurize
 
 
-def check_groups(feature_groups: Any, ens: ObliviousEnsemble, fn_name: str) -> list[np.ndarray]:
+def check_groups(feature_groups: Any, ens: Ensemble, fn_name: str) -> list[np.ndarray]:
     """Groups as arrays of input column indices; names are looked up in ``ens.feature_names``."""
     if feature_groups is None:
         return [np.array([f]) for f in range(ens.n_features)]
@@ -56,7 +56,7 @@ def check_groups(feature_groups: Any, ens: ObliviousEnsemble, fn_name: str) -> l
     return groups
 
 
-def evaluated_groups(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
+def evaluated_groups(ens: Ensemble, groups: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
     """The kernel's groups of evaluated features, and the groups that need re-featurizing.
 
     Returns:
@@ -79,7 +79,7 @@ def evaluated_groups(ens: ObliviousEnsemble, groups: list[np.ndarray]) -> tuple[
     return kernel_groups, straddled
 
 
-def refeaturized_predictions(ens: ObliviousEnsemble, raw: Any, group: np.ndarray, take: np.ndarray,
+def refeaturized_predictions(ens: Ensemble, raw: Any, group: np.ndarray, take: np.ndarray,
                              source: np.ndarray, predict: Any) -> np.ndarray:
     """``f32[n, K]`` predictions of rows ``take`` with the columns of ``group`` taken from rows
     ``source`` (raw values permuted, then featurized again).

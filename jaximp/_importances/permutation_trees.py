@@ -7,6 +7,9 @@ each repeat, gathers both, mixes them per group (a ``where`` over the group's co
 predicts the mixed rows with the trees' descent (``jaximp._leaves.trees``): ``G R`` predictions
 per row, ``O(G R T D)``. The baseline is predicted by the same program (an all-False group), so
 a group that no tree reads changes no bit of the prediction and scores exactly 0.
+
+The kernel's arguments and results are those of every permuted-prediction kernel
+(``jaximp._importances.permutation_kernel``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._importances.metrics import RowScore, block_sums
+from jaximp._importances.permutation_kernel import KernelSetup
+from jaximp._importances.scoring import RowScore, block_sums
 from jaximp._leaves.trees import leaf_outputs, leaves_of
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import map_blocks, power_of_two_rows, row_blocks
@@ -35,33 +39,28 @@ def _inner_block(block: int, repeats: int) -> int:
 
 def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Array, ...], *,
                      block: int, score: RowScore | None = None) -> Any:
-    """Raw and permuted predictions of a step of rows.
+    """Raw and permuted predictions of a step of rows (arguments and results as every
+    permuted-prediction kernel's: ``jaximp._importances.permutation_kernel``).
 
     Args:
-        params: ``(ens, x f32[N', E] every row (padded), masks bool[G + 1, E])``; ``masks[0]``
+        params: ``(ens, x f32[n_all, E] every row (padded), masks bool[G + 1, E])``; ``masks[0]``
             is all False (the baseline), ``masks[1 + g]`` marks group ``g``'s columns.
-        rows: ``(own i32[n], source i32[n, R'])``: each row's index in ``x`` and, per repeat, the
-            index of the row whose group values it receives; with ``score`` also
-            ``(y [n], weight f32[n, R])`` (see ``jaximp._importances.metrics.block_sums``).
+        rows: ``(own, source)`` (and ``(y, weight)`` with ``score``), indices into ``x``.
         block: rows per fused block.
         score: None, or a score that is a sum over rows, computed block by block.
-
-    Returns:
-        Without ``score``: ``(raw f32[n, K], permuted f32[n, R', G, K])``. With it, the per-block
-        sums ``f32[n / b, R, G + 1, S]`` of its row terms (group 0: the baseline).
     """
     ens, x, masks = params
     repeats = rows[1].shape[1]
 
     def block_fn(args):
         o, s = args[:2]
-        mine, theirs = x[o], x[s]  # [b, E], [b, R', E]: gathers on the device
+        mine, theirs = x[o], x[s]  # [n, E], [n, n_sources, E]: gathers on the device
 
-        def one_group(mask):  # bool[E] -> f32[b, R', K]
+        def one_group(mask):  # bool[E] -> f32[n, n_sources, K]
             mixed = jnp.where(mask, theirs, mine[:, None, :]).reshape(-1, x.shape[1])
             return leaf_outputs(ens, leaves_of(ens, mixed)).reshape(o.shape[0], repeats, -1)
 
-        out = jax.lax.map(one_group, masks)  # [G + 1, b, R', K]
+        out = jax.lax.map(one_group, masks)  # [G + 1, n, n_sources, K]
         if score is not None:
             return block_sums(score, args[2], args[3], out.transpose(2, 0, 1, 3))
         return out[0, :, 0], jnp.transpose(out[1:], (1, 2, 0, 3))
@@ -72,8 +71,9 @@ def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Arra
     return jax.lax.map(block_fn, jax.tree_util.tree_map(lambda a: row_blocks(a, inner), rows))
 
 
-def tree_permutation_params(ens: TreeEnsemble, x: Any, groups: list[np.ndarray]) -> tuple:
-    """``(ens, x, masks)``, the shared arguments of :func:`_permuted_kernel`.
+def kernel_setup(ens: TreeEnsemble, x: Any, groups: list[np.ndarray], repeats: int, batch_size: int | None,
+                 devices: Any, fn_name: str) -> KernelSetup:
+    """The mixed-rows kernel of ``ens``, with its shared arguments ``(ens, x, masks)``.
 
     Args:
         ens: the model.
@@ -83,8 +83,11 @@ def tree_permutation_params(ens: TreeEnsemble, x: Any, groups: list[np.ndarray])
         groups: G arrays of evaluated feature indices, permuted together (with a featurizer, the
             evaluated features that read only the group's columns:
             ``jaximp._importances.permutation_groups.evaluated_groups``).
+        repeats, batch_size, devices, fn_name: R; rows per step as given (None: the batching's
+            choice); the kernel's choices depend on neither R nor the devices.
     """
     masks = np.zeros((len(groups) + 1, ens.n_evaluated), bool)
     for g, columns in enumerate(groups):
         masks[g + 1, np.asarray(columns, np.int64)] = True
-    return ens, power_of_two_rows(jnp.asarray(x, jnp.float32)), jnp.asarray(masks)
+    params = (ens, power_of_two_rows(jnp.asarray(x, jnp.float32)), jnp.asarray(masks))
+    return KernelSetup(_permuted_kernel, params, batch_size)

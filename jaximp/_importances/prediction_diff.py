@@ -23,30 +23,35 @@ a ``.cbm`` saved from one) stores the leaf child of a node whose other child is 
 node itself, and CatBoost then loses the flips into such leaves: its numbers differ there, as
 its SHAP values do (catboost issue 2136).
 
-Shape legend: F features, T trees, D depth, M internal nodes, W the most bins of a feature (the
-most borders plus one); S moves per row (``T * D`` oblivious, ``T * (D + 1)`` non-symmetric).
+Shapes (the legend of ``jaximp._models``): F features, T trees, D depth, M internal nodes;
+``n_bins`` the most bins of a feature (the most borders plus one), ``n_moves`` the flips per
+row (``T * D`` oblivious, ``T * (D + 1)`` non-symmetric). Each layout has its walk
+(:data:`MOVES`, keyed by ``ens.layout``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
 
 import numpy as np
 
 from jaximp._leaves.predict import leaf_indices
+from jaximp._models.ensemble import Ensemble
+from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble
 
 _DROPPED = 1e-12  # CatBoost skips flips whose leaf difference is this small
 
 
-class _Moves(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class _Moves:
     """Each row's single-split flips, in CatBoost's order (tree by tree, root to leaf).
 
     Attributes:
-        borders: ``f32[F, W - 1]`` each feature's sorted borders, padded with ``+inf``.
-        feature: ``i64[2, S]`` the flipped split's feature.
-        bin: ``i64[2, S]`` the bin the flip moves the row to.
-        diff: ``f64[2, S]`` the leaf value change, 0 where dropped.
+        borders: ``f32[F, n_bins - 1]`` each feature's sorted borders, padded with ``+inf``.
+        feature: ``i64[2, n_moves]`` the flipped split's feature.
+        bin: ``i64[2, n_moves]`` the bin the flip moves the row to.
+        diff: ``f64[2, n_moves]`` the leaf value change, 0 where dropped.
         raw: ``f64[2]`` the rows' raw predictions (float64 sums, as CatBoost's).
     """
 
@@ -57,7 +62,7 @@ class _Moves(NamedTuple):
     raw: np.ndarray
 
 
-def prediction_diff(ens, x: np.ndarray) -> np.ndarray:
+def prediction_diff(ens: Ensemble, x: np.ndarray) -> np.ndarray:
     """CatBoost's PredictionDiff of two checked rows (``x: f32[2, F]``).
 
     Args:
@@ -67,7 +72,7 @@ def prediction_diff(ens, x: np.ndarray) -> np.ndarray:
     Returns:
         ``f64[F]``: ``|impact_0 + impact_1|`` (see the module docstring).
     """
-    moves = _tree_moves(ens, x) if isinstance(ens, TreeEnsemble) else _oblivious_moves(ens, x)
+    moves = MOVES[ens.layout](ens, x)
     n_rows, n_features = x.shape
     width = moves.borders.shape[1] + 1
     sums = np.zeros((n_rows, n_features, width))
@@ -86,7 +91,7 @@ def _largest_move(sums: np.ndarray, own: np.ndarray, n_bins: np.ndarray, upward:
     wanted sign (``> 0`` where ``upward``, else ``< 0``); 0 when none has.
 
     Args:
-        sums: ``f64[2, F, W]`` summed flips per bin.
+        sums: ``f64[2, F, n_bins]`` summed flips per bin.
         own: ``i64[2, F]`` each row's own bin.
         n_bins: ``i64[F]`` each feature's bins.
         upward: ``bool[2]`` whether each row looks for an increase.
@@ -94,7 +99,7 @@ def _largest_move(sums: np.ndarray, own: np.ndarray, n_bins: np.ndarray, upward:
     steps = np.arange(sums.shape[2])
     best = np.zeros(sums.shape[:2])
     for direction in (-1, 1):  # bins own-1, own-2, ..., 0, then own+1, ..., n_bins-1
-        target = own[:, :, None] + direction * (steps + 1)  # [2, F, W]
+        target = own[:, :, None] + direction * (steps + 1)  # [2, F, n_bins]
         valid = (target >= 0) & (target < n_bins[None, :, None])
         gathered = np.take_along_axis(sums, np.clip(target, 0, sums.shape[2] - 1), axis=2)
         moved = np.cumsum(np.where(valid, gathered, 0.0), axis=2)  # valid steps come first
@@ -109,7 +114,7 @@ def _raw(ens, values: np.ndarray, leaves: np.ndarray) -> np.ndarray:
     return float(ens.scale) * values[trees, leaves].sum(axis=1) + float(np.asarray(ens.bias)[0])
 
 
-def _oblivious_moves(ens, x: np.ndarray) -> _Moves:
+def _oblivious_moves(ens: ObliviousEnsemble, x: np.ndarray) -> _Moves:
     """The flips of an oblivious ensemble (``CalcObliviousIndicatorCoefficients``): flipping
     bit ``d`` of the leaf moves the row to bin ``split_bins + new bit``."""
     values = np.asarray(ens.leaf_values, np.float64)[..., 0]  # [T, L]: unscaled, as in CatBoost
@@ -130,7 +135,7 @@ def _feature_borders(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray]:
     """The model's borders per feature, as CatBoost's model keeps them (its splits' borders).
 
     Returns:
-        ``(borders f32[F, W - 1], node_bin i64[T, M])``: each feature's sorted distinct split
+        ``(borders f32[F, n_bins - 1], node_bin i64[T, M])``: each feature's sorted distinct split
         borders padded with ``+inf``, and each node's border index among its feature's (0 where
         padded).
     """
@@ -200,3 +205,7 @@ def _tree_moves(ens: TreeEnsemble, x: np.ndarray) -> _Moves:
 def _flat(levels: list[np.ndarray]) -> np.ndarray:
     """``[2, T * (D + 1)]`` from ``D + 1`` arrays ``[2, T]``, tree by tree (CatBoost's order)."""
     return np.stack(levels, axis=2).reshape(levels[0].shape[0], -1)
+
+
+# ens.layout -> (ens, x f32[2, F]) -> the rows' flips
+MOVES = {"oblivious": _oblivious_moves, "trees": _tree_moves}
