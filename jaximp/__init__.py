@@ -62,11 +62,11 @@ Example:
 from jaximp._frontends.compilation_cache import enable_compilation_cache as enable_compilation_cache
 from jaximp._frontends.dropin import get_feature_importance as get_feature_importance
 from jaximp._frontends.files import explain_files as explain_files
+from jaximp._importances.interaction import interaction as interaction
 from jaximp._importances.loss_change import loss_function_change as loss_function_change
-from jaximp._importances.model_importance import interaction as interaction
-from jaximp._importances.model_importance import prediction_values_change as prediction_values_change
-from jaximp._importances.model_importance import split_importance as split_importance
 from jaximp._importances.permutation import permutation_importance as permutation_importance
+from jaximp._importances.pvc import prediction_values_change as prediction_values_change
+from jaximp._importances.splits import split_importance as split_importance
 from jaximp._importers.catboost import from_catboost as from_catboost
 from jaximp._importers.lightgbm import from_lightgbm as from_lightgbm
 from jaximp._importers.sklearn import from_sklearn as from_sklearn

@@ -16,6 +16,7 @@ from scipy.special import expit, softmax
 
 import jaximp
 from jaximp._importances import metrics as m
+from jaximp._importances import scoring
 from jaximp._rows.inputs import as_weights
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -51,7 +52,7 @@ def test_regression_scorers_match_sklearn(name, oracle, k, weighted):
     rng = np.random.default_rng(k + 10 * weighted)
     y, raw = _regression_data(rng, k)
     w = _weights(rng, weighted)
-    fn, _ = m.SCORERS[name]
+    fn, _ = scoring.SCORERS[name]
     np.testing.assert_allclose(_jax(fn, y, raw, w), oracle(np.float64(y), np.float64(raw), w),
                                rtol=RTOL, atol=ATOL)
 
@@ -131,7 +132,7 @@ def test_classification_scorers_match_sklearn(task, name, weighted, ties):
     rng = np.random.default_rng(seed + weighted + 2 * ties)
     y, raw = data(rng, ties)
     w = _weights(rng, weighted)
-    fn, tasks = m.SCORERS[name]
+    fn, tasks = scoring.SCORERS[name]
     assert task in tasks
     np.testing.assert_allclose(_jax(fn, y, raw, w), oracles()[name](y, raw, w), rtol=RTOL, atol=ATOL)
 
@@ -155,9 +156,9 @@ def test_model_losses_match_catboost_eval_metrics(kind, metric, weighted):
     ens = jaximp.from_catboost(model)
     raw = np.asarray(ens.predict(X))
     want = model.eval_metrics(catboost.Pool(X, y, weight=w), [metric])[metric][-1]
-    yt = m.as_targets(y, ens, len(X), "test")
-    loss = m.MODEL_LOSSES[metric]
-    got = -_jax(m.loss_score(loss), yt, raw, w)
+    yt = scoring.as_targets(y, ens, len(X), "test")
+    loss = scoring.MODEL_LOSSES[metric]
+    got = -_jax(scoring.loss_score(loss), yt, raw, w)
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
@@ -165,7 +166,7 @@ def test_loss_change_matches_difference_of_losses():
     rng = np.random.default_rng(4)
     y, raw = _regression_data(rng, K)
     delta = rng.normal(size=(N, K)).astype(np.float32)
-    loss = m.MODEL_LOSSES["MultiRMSE"]
+    loss = scoring.MODEL_LOSSES["MultiRMSE"]
     want = np.sum((np.float64(raw) - delta - y) ** 2 - (np.float64(raw) - y) ** 2, axis=1)
     np.testing.assert_allclose(loss.change(y, raw, delta), want, rtol=RTOL, atol=1e-5)
 
@@ -177,10 +178,10 @@ def test_targets_map_class_labels_through_class_names():
     labels = np.array(["cat", "dog", "emu"])[np.digitize(X[:, 0], [-0.5, 0.5])]
     model.fit(X, labels)
     ens = jaximp.from_catboost(model)
-    got = m.as_targets(labels, ens, len(X), "f")
+    got = scoring.as_targets(labels, ens, len(X), "f")
     np.testing.assert_array_equal(np.asarray(ens.class_names)[got], labels)
     with pytest.raises(ValueError, match=r"f: y must hold the model's class labels .*'cow'"):
-        m.as_targets(np.where(labels == "cat", "cow", labels), ens, len(X), "f")
+        scoring.as_targets(np.where(labels == "cat", "cow", labels), ens, len(X), "f")
 
 
 @pytest.mark.parametrize("kind, y, error, match", [
@@ -193,7 +194,7 @@ def test_targets_map_class_labels_through_class_names():
 def test_bad_targets_raise(kind, y, error, match):
     ens = jaximp.from_catboost(train(kind)[0])
     with pytest.raises(error, match=match):
-        m.as_targets(y, ens, 400, "f")
+        scoring.as_targets(y, ens, 400, "f")
 
 
 @pytest.mark.parametrize("w, match", [
@@ -209,11 +210,11 @@ def test_bad_weights_raise(w, match):
 def test_resolve_scoring_names_the_valid_scorers():
     ens = jaximp.from_catboost(train("regression")[0])
     with pytest.raises(ValueError, match=r"f: scoring must be one of \[.*'r2'.*\] for a regression model; got 'r3'"):
-        m.resolve_scoring("r3", ens, "regression", "f")
+        scoring.resolve_scoring("r3", ens, "regression", "f")
     with pytest.raises(ValueError, match="f: scoring 'accuracy' is defined for binary and multiclass models only"):
-        m.resolve_scoring("accuracy", ens, "regression", "f")
+        scoring.resolve_scoring("accuracy", ens, "regression", "f")
     with pytest.raises(TypeError, match="f: scoring must be None, a scorer name or a function"):
-        m.resolve_scoring(3, ens, "regression", "f")
+        scoring.resolve_scoring(3, ens, "regression", "f")
 
 
 def _row_score_value(score, y, raw, w):
@@ -225,13 +226,13 @@ def _row_score_value(score, y, raw, w):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("name", sorted(m.ROW_SCORES))
+@pytest.mark.parametrize("name", sorted(scoring.ROW_SCORES))
 def test_row_scores_equal_their_scorers(name, weighted):
     """Every score that permutation importance sums inside its kernel (``RowScore``) equals the
     scorer of the same name computed on all rows at once, on each task it is defined for."""
     rng = np.random.default_rng(5)
     w = _weights(rng, weighted)
-    _, tasks = m.SCORERS[name]
+    _, tasks = scoring.SCORERS[name]
     for task in tasks:
         if task in ("regression", "multiregression"):
             y, raw = _regression_data(rng, 1 if task == "regression" else K)
@@ -241,8 +242,8 @@ def test_row_scores_equal_their_scorers(name, weighted):
         else:
             y = rng.integers(0, K, N).astype(np.int32)
             raw = rng.normal(size=(N, K)).astype(np.float32)
-        expected = _jax(m.SCORERS[name][0], y, raw, w)
-        np.testing.assert_allclose(_row_score_value(m.ROW_SCORES[name], y, raw, w), expected, rtol=RTOL,
+        expected = _jax(scoring.SCORERS[name][0], y, raw, w)
+        np.testing.assert_allclose(_row_score_value(scoring.ROW_SCORES[name], y, raw, w), expected, rtol=RTOL,
                                    atol=ATOL, err_msg=f"{name} {task}")
 
 
@@ -252,10 +253,10 @@ def test_model_loss_row_scores_equal_minus_the_loss(kind, loss):
     model, X, y, w = train(kind, depth=3, iterations=5, weighted=True)
     ens = jaximp.from_catboost(model)
     raw = np.asarray(ens.predict(X))
-    targets = m.as_targets(y, ens, len(y), "test")
+    targets = scoring.as_targets(y, ens, len(y), "test")
     weights = as_weights(w, len(y), "test")
-    expected = _jax(m.loss_score(m.model_loss(ens, "test")), targets, raw, weights)
-    np.testing.assert_allclose(_row_score_value(m.row_score(None, ens), targets, raw, weights), expected,
+    expected = _jax(scoring.loss_score(scoring.model_loss(ens, "test")), targets, raw, weights)
+    np.testing.assert_allclose(_row_score_value(scoring.row_score(None, ens), targets, raw, weights), expected,
                                rtol=RTOL, atol=ATOL)
-    assert m.row_score(None, ens) is m.row_score(None, ens)  # one object per loss: a static argument
-    assert m.row_score("roc_auc", ens) is None and m.row_score(lambda y, r, w: 0.0, ens) is None
+    assert scoring.row_score(None, ens) is scoring.row_score(None, ens)  # one object per loss: a static argument
+    assert scoring.row_score("roc_auc", ens) is None and scoring.row_score(lambda y, r, w: 0.0, ens) is None

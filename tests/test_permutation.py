@@ -27,8 +27,8 @@ from sklearn.inspection import permutation_importance as sklearn_permutation_imp
 
 import jaximp
 from jaximp import loss_function_change, permutation_importance
-from jaximp._importances.metrics import as_targets
 from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._importances.scoring import as_targets
 
 RTOL, ATOL = 1e-5, 1e-5
 slow = pytest.mark.slow
@@ -100,7 +100,7 @@ def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
     # twice, with padded depths and two outputs; the oracle predicts each permuted copy of X.
     # Both ways to get a split's increment: from a per-leaf table, or per row (deep trees)
     if not tabulated:
-        monkeypatch.setattr(jaximp._importances.permutation, "_INCREMENT_TABLE", 0)
+        monkeypatch.setattr(jaximp._importances.permutation_oblivious, "_INCREMENT_TABLE", 0)
     ens = random_ensemble(seed, depths=(6, 5, 1, 6, 3, 0), n_outputs=2)
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(150, ens.n_features)).astype(np.float32)

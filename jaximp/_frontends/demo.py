@@ -16,8 +16,8 @@ import numpy as np
 from jaximp._frontends.dropin import get_feature_importance
 from jaximp._frontends.explain import Options, explain
 from jaximp._importances.loss_change import loss_function_change
-from jaximp._importances.model_importance import prediction_values_change
 from jaximp._importances.permutation import permutation_importance
+from jaximp._importances.pvc import prediction_values_change
 from jaximp._importers.catboost import from_catboost
 from jaximp._leaves.predict import leaf_indices
 from jaximp._shap.values import expected_value, shap_values

@@ -34,9 +34,10 @@ from jaximp._frontends.dropin_arguments import (
 )
 from jaximp._frontends.dropin_cache import ensemble_of
 from jaximp._frontends.dropin_shap import output_shap_rows, shap_interaction_rows, shap_rows
+from jaximp._importances.interaction import interaction
 from jaximp._importances.loss_change import loss_function_change
-from jaximp._importances.model_importance import interaction, prediction_values_change
 from jaximp._importances.prediction_diff import prediction_diff
+from jaximp._importances.pvc import prediction_values_change
 from jaximp._models.ensemble import Ensemble
 from jaximp._rows.inputs import as_features
 

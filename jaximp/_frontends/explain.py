@@ -22,9 +22,10 @@ import numpy as np
 
 from jaximp._frontends.files import dataset_of, explain_files, output_labels, output_names
 from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, write_plots, write_report
+from jaximp._importances.interaction import interaction
 from jaximp._importances.loss_change import loss_function_change
-from jaximp._importances.model_importance import interaction, prediction_values_change
 from jaximp._importances.permutation import permutation_importance
+from jaximp._importances.pvc import prediction_values_change
 from jaximp._importers.catboost import from_catboost
 from jaximp._importers.lightgbm import from_lightgbm
 from jaximp._importers.xgboost import from_xgboost
