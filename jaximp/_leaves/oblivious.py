@@ -1,10 +1,13 @@
-"""Leaf indices of oblivious trees: the per-row data path every explanation of them starts from.
+"""Leaf indices, raw predictions and leaf histograms of oblivious trees: the per-row data path
+every explanation of them starts from.
 
-Following CatBoost's fast scorer (its quantized "binarized features"), each feature is quantized once against its own
-sorted borders, ``bin(x) = #{b in borders[f] : b < x}``, and a split ``x > borders[f][j]`` is
-then the small-integer compare ``bin(x) > j``. Rows are laid out feature-major (``[F, n]``) so
-that fetching the bins of a tree's split features is a gather of whole rows, which XLA turns
-into contiguous copies, and a block of 1024 rows keeps all of it in cache on CPU.
+Following CatBoost's fast scorer (its quantized "binarized features"), each feature is quantized
+once against its own sorted borders, ``bin(x) = #{border in borders[f] : border < x}``, and a
+split ``x > borders[f][j]`` is then the small-integer compare ``bin(x) > j``. Rows are laid out
+feature-major (``[E, n]`` for ``n`` rows) so that fetching the bins of a tree's split features
+is a gather of whole rows, which XLA turns into contiguous copies, and a block of 1024 rows keeps
+all of it in cache on CPU. What the leaves give is read as for general trees
+(``jaximp._leaves.tables``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.oblivious import ObliviousEnsemble, nan_fill_values
 from jaximp._rows.batching import row_blocks
 
@@ -36,10 +40,10 @@ _FENCES = 31  # borders every value is compared with at once before the binary s
 def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
     """``[E, n]`` bin of each value against its feature's borders (NaN per the model's mode).
 
-    Each feature's borders are padded with ``+inf`` to ``P - 1``, ``P`` a power of two. A value
-    is first compared with 31 evenly spaced borders at once (a vectorized count, which narrows
-    it to one of 32 runs of borders), then binary-searched inside its run: ``log2(P) - 5``
-    gathers instead of ``log2(P)``. Call it on all the rows of a step and consume the result in
+    Each feature's borders are padded with ``+inf`` to ``size - 1``, ``size`` a power of two. A
+    value is first compared with 31 evenly spaced borders at once (a vectorized count, which
+    narrows it to one of 32 runs of borders), then binary-searched inside its run:
+    ``log2(size) - 5`` gathers instead of ``log2(size)``. Call it on all the rows of a step and consume the result in
     a per-block loop: with no loop between them, XLA fuses the search into every gather of its
     result (pass ``fused=True`` there). The evaluated features of a categorical model after its
     float features (one-hot values, CTRs) arrive as bins already (``ens.n_searched``).
@@ -65,8 +69,8 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
 
 
 def _search(borders: Array, nan_fill: Array, x: Array, dtype: Any, fused: bool) -> Array:
-    """``[F, n]`` ``#{borders[f] < x[:, f]}`` (see :func:`quantize`)."""
-    x = jnp.where(jnp.isnan(x), nan_fill, x).T  # [F, n]
+    """``[E, n]`` ``#{borders[f] < x[:, f]}`` for the features of ``borders`` (see :func:`quantize`)."""
+    x = jnp.where(jnp.isnan(x), nan_fill, x).T  # [E, n]
     if fused:
         search = lambda b, col: jnp.searchsorted(b, col, side="left", method="scan")  # noqa: E731
         return jax.vmap(search)(borders, x).astype(dtype)
@@ -74,7 +78,7 @@ def _search(borders: Array, nan_fill: Array, x: Array, dtype: Any, fused: bool) 
     size = 1 << n_borders.bit_length()  # > n_borders, so the last entry is always padding
     table = jnp.pad(borders, ((0, 0), (0, size - n_borders)), constant_values=jnp.inf)
     run = max(1, size // (_FENCES + 1))
-    fences = table[:, run - 1 : size - 1 : run]  # [F, min(31, size - 1)]
+    fences = table[:, run - 1 : size - 1 : run]  # [E, min(31, size - 1)]
     bins = run * jnp.sum(x[:, :, None] > fences[:, None, :], axis=-1, dtype=jnp.int32)
     flat = table.reshape(-1)
     offsets = (jnp.arange(n_features, dtype=jnp.int32) * size)[:, None]
@@ -86,7 +90,7 @@ def _search(borders: Array, nan_fill: Array, x: Array, dtype: Any, fused: bool) 
 
 
 def tree_leaves_from_bins(ens: ObliviousEnsemble, bins: Array) -> Array:
-    """``[T, n]`` leaf index of each row in each tree, from ``quantize``'s ``[F, n]`` bins.
+    """``[T, n]`` leaf index of each row in each tree, from ``quantize``'s ``[E, n]`` bins.
 
     Bit ``d`` of the index is the outcome of the split at depth ``d``; padded depths never set
     their bit. The dtype is ``u8`` for depth <= 8, else ``i32``.
@@ -98,7 +102,7 @@ def tree_leaves_from_bins(ens: ObliviousEnsemble, bins: Array) -> Array:
 
 
 def tree_leaves(ens: ObliviousEnsemble, x: Array) -> Array:
-    """``[T, n]`` leaf index of each of ``n`` rows ``x: f32[n, F]`` in each tree (no batching)."""
+    """``[T, n]`` leaf index of each of ``n`` rows ``x: f32[n, E]`` in each tree (no batching)."""
     return tree_leaves_from_bins(ens, quantize(ens, x, fused=True))
 
 
@@ -107,15 +111,15 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
     """``fn(leaves, *others_block)`` over blocks of ``block`` rows, the rows quantized once.
 
     The shared data path of every row kernel: all ``n`` rows are quantized in one pass (see
-    :func:`quantize`), then each block's ``u8[F, block]`` bins give its leaves ``[T, block]``
+    :func:`quantize`), then each block's ``u8[E, block]`` bins give its leaves ``[T, block]``
     and ``fn`` turns them into the block's result in cache. Rows are zero-padded to whole
     blocks, so every block runs the same program.
 
     Args:
-        fn: ``fn(leaves [T, b], *others_block)``: a pytree with leading axis ``b``, or any
-            pytree when ``reduce``.
+        fn: ``fn(leaves [T, block], *others_block)``: a pytree with leading axis ``block``, or
+            any pytree when ``reduce``.
         ens: the model.
-        x: ``f32[n, F]`` rows.
+        x: ``f32[n, E]`` rows.
         block: rows per block.
         *others: pytrees of per-row arrays ``[n, ...]`` that ``fn`` also gets, cut in blocks
             (padding rows are zeros).
@@ -129,8 +133,8 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
     n_blocks = x.shape[0]
     # One block: no loop separates quantizing from its consumers, and XLA would fuse the
     # fence search into every gather of its result; a search loop is never fused.
-    bins = quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)  # [F, n_blocks * block]
-    bins = bins.reshape(-1, n_blocks, block).transpose(1, 0, 2)  # [n_blocks, F, block]
+    bins = quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)  # [E, n_blocks * block]
+    bins = bins.reshape(-1, n_blocks, block).transpose(1, 0, 2)  # [n_blocks, E, block]
     others = jax.tree_util.tree_map(lambda a: row_blocks(a, block), others)
     out = jax.lax.map(lambda args: fn(tree_leaves_from_bins(ens, args[0]), *args[1]), (bins, others))
     if reduce:
@@ -138,27 +142,8 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
     return jax.tree_util.tree_map(lambda a: a.reshape(n_blocks * block, *a.shape[2:])[:n], out)
 
 
-def gather_leaf_values(table: Array, leaves: Array) -> Array:
-    """Sum over trees of ``table[t, leaves[t, i]]``.
-
-    Args:
-        table: ``[T, L, ...]`` a per-tree, per-leaf table (leaf values, SHAP tables, ...).
-        leaves: ``[T, n]`` leaf indices.
-
-    Returns:
-        ``[n, ...]`` the per-row sum over trees.
-    """
-    idx = leaves.astype(jnp.int32).reshape(*leaves.shape, *([1] * (table.ndim - 2)))
-    return jnp.take_along_axis(table, idx, axis=1).sum(axis=0)
-
-
-def leaf_prediction(ens: ObliviousEnsemble, leaves: Array) -> Array:
-    """``f32[n, K]`` raw prediction ``scale * sum_t leaf_values[t, leaf] + bias`` from leaves ``[T, n]``."""
-    return ens.scale * gather_leaf_values(ens.leaf_values, leaves) + ens.bias
-
-
 def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
-    """``f32[n, K]`` raw prediction of rows ``x: f32[n, F]`` (no batching)."""
+    """``f32[n, K]`` raw prediction of rows ``x: f32[n, E]`` (no batching)."""
     return leaf_prediction(ens, tree_leaves(ens, x))
 
 
@@ -180,23 +165,19 @@ def _rows_major(leaves: Array) -> Array:
 
 
 def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    # Narrow [n, T]; the public function widens to int32 while copying to the host.
+    """``[n, T]`` the leaf each row ``x f32[n, E]`` reaches in each tree, narrow (``u8`` up to
+    depth 8); the public function widens it to int32 while copying to the host."""
     rows_major = _rows_major if ens.depth <= 8 else jnp.transpose
     return map_leaves(rows_major, ens, x, min(block, _LEAF_BLOCK))
 
 
 def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
+    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]``."""
     return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block)
 
 
 def histogram_kernel(ens: ObliviousEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
-    """``f32[T, L]`` total weight of the rows ``(x f32[n, F], weight f32[n])`` in each leaf."""
+    """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf."""
     x, weight = rows
-    offsets = (jnp.arange(ens.n_trees, dtype=jnp.int32) * ens.n_leaves)[:, None]
-
-    def one_block(leaves, wb):
-        flat = leaves.astype(jnp.int32) + offsets  # [T, block]
-        counts = jnp.broadcast_to(wb, flat.shape)
-        return jax.ops.segment_sum(counts.ravel(), flat.ravel(), ens.n_trees * ens.n_leaves)
-
+    one_block = lambda leaves, wb: leaf_weight_sums(leaves, wb, ens.n_leaves)  # noqa: E731
     return map_leaves(one_block, ens, x, block, weight, reduce=True).reshape(ens.n_trees, ens.n_leaves)

@@ -33,19 +33,19 @@ class LeafKernels:
         predict: rows ``f32[n, E]`` -> ``f32[n, K]`` raw predictions.
         histogram: ``(rows f32[n, E], weight f32[n])`` -> ``f32[T, L]`` the weight reaching
             each leaf.
-        leaf_values: ``(ens, leaves i32[T, n])`` -> ``f32[n, K]`` the raw prediction from leaves.
+
+    The raw prediction from leaves is the same for both layouts
+    (``jaximp._leaves.tables.leaf_prediction``).
     """
 
     leaves: Callable
     predict: Callable
     histogram: Callable
-    leaf_values: Callable
 
 
 KERNELS = {
-    "oblivious": LeafKernels(oblivious.leaf_kernel, oblivious.predict_kernel, oblivious.histogram_kernel,
-                             oblivious.leaf_prediction),
-    "trees": LeafKernels(trees.leaf_kernel, trees.predict_kernel, trees.histogram_kernel, trees.leaf_outputs),
+    "oblivious": LeafKernels(oblivious.leaf_kernel, oblivious.predict_kernel, oblivious.histogram_kernel),
+    "trees": LeafKernels(trees.leaf_kernel, trees.predict_kernel, trees.histogram_kernel),
 }
 
 

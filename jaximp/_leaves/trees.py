@@ -1,9 +1,10 @@
-"""Leaf indices and raw predictions of :class:`TreeEnsemble` models.
+"""Leaf indices, raw predictions and leaf histograms of :class:`TreeEnsemble` models.
 
-All trees descend in lockstep, one level per step, for a block of rows laid out feature-major
-(``[E, b]``): D steps of gathers (node feature, border, NaN direction, child; a category bitset
-word at set-membership splits) over ``[T, b]`` pointers, a pointer staying put once it names a
-leaf. Every node decides by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``.
+All trees descend in lockstep, one level per step, for a block of ``n`` rows laid out
+feature-major (``[E, n]``): D steps of gathers (node feature, border, NaN direction, child; a
+category bitset word at set-membership splits) over ``[T, n]`` pointers, a pointer staying put
+once it names a leaf. Every node decides by ``jaximp._models.trees.goes_right``. Cost per row:
+``O(T D)``. What the leaves give is read as for oblivious trees (``jaximp._leaves.tables``).
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.trees import TreeEnsemble, goes_right
 from jaximp._rows.batching import map_blocks, row_blocks
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:
-    """``bool[T, M, b]`` whether each row goes right at every internal node (``xt: f32[E, b]``).
+    """``bool[T, M, n]`` whether each row goes right at every internal node (``xt: f32[E, n]``).
 
-    ``nodes``: a :class:`TreeEnsemble`, or anything with its ``node_*`` arrays for some trees
-    (a chunk of ``jaximp._shap.trees.Plan``).
+    ``nodes``: a :class:`TreeEnsemble`, or anything with its ``node_*`` arrays (features,
+    borders, NaN directions, set-membership splits or None) for some of its trees.
     """
-    values = xt[nodes.node_features]  # [T, M, b]
+    values = xt[nodes.node_features]  # [T, M, n]
     if nodes.node_categorical is None:
         return goes_right(values, nodes.node_borders[..., None], nodes.node_nan_right[..., None])
     t, m, w = nodes.node_categories.shape
@@ -61,15 +63,11 @@ def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
     return ~pointer
 
 
-def leaf_outputs(ens: TreeEnsemble, leaves: Array) -> Array:
-    """``f32[n, K]`` raw prediction ``scale * sum_t leaf_values[t, leaf] + bias`` from ``i32[T, n]``."""
-    gathered = jnp.take_along_axis(ens.leaf_values, leaves[:, :, None], axis=1)  # [T, n, K]
-    return ens.scale * gathered.sum(axis=0) + ens.bias
-
-
 def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
+    """``i32[n, T]`` the leaf each row ``x f32[n, E]`` reaches in each tree, numbered as its
+    library numbers them (``leaf_ids``) where it does not count depth-first."""
     def one_block(xb):
-        leaves = leaves_of(ens, xb)  # [T, b]
+        leaves = leaves_of(ens, xb)  # [T, n]
         if ens.leaf_ids is not None:  # the library's own numbers
             leaves = jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)
         return leaves.T
@@ -78,18 +76,17 @@ def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
 
 
 def predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
-    return map_blocks(lambda xb: leaf_outputs(ens, leaves_of(ens, xb)), x, block)
+    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]``."""
+    return map_blocks(lambda xb: leaf_prediction(ens, leaves_of(ens, xb)), x, block)
 
 
 def histogram_kernel(ens: TreeEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
+    """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf."""
     x, weight = rows
-    offsets = (jnp.arange(ens.n_trees, dtype=jnp.int32) * ens.n_leaves)[:, None]
 
     def one_block(args):
         xb, wb = args
-        flat = leaves_of(ens, xb) + offsets
-        counts = jnp.broadcast_to(wb, flat.shape)
-        return jax.ops.segment_sum(counts.ravel(), flat.ravel(), ens.n_trees * ens.n_leaves)
+        return leaf_weight_sums(leaves_of(ens, xb), wb, ens.n_leaves)
 
     out = jax.lax.map(one_block, (row_blocks(x, block), row_blocks(weight, block)))
     return out.sum(0).reshape(ens.n_trees, ens.n_leaves)

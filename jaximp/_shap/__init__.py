@@ -3,5 +3,5 @@ interaction values, the Explainer, and the soft (differentiable) model's SHAP va
 
 Per-tree tables computed once per model (and background), then one lookup per tree and row:
 per leaf for oblivious trees (``oblivious``, ``oblivious_tables``), per leaf's path game for
-general trees (``trees``, ``paths``, ``games``); one dispatch (``values.KERNELS``).
+general trees (``trees``, ``tree_plans``, ``paths``, ``games``); one dispatch (``values.KERNELS``).
 """

@@ -9,7 +9,7 @@ from jax import Array
 
 from jaximp._models.ensemble import Ensemble
 from jaximp._rows.inputs import as_features, as_raw_columns, display_values
-from jaximp._shap.values import _layout
+from jaximp._shap.values import layout_kernels
 
 
 class Explainer:
@@ -39,7 +39,7 @@ class Explainer:
     """
 
     def __init__(self, ens: Ensemble, background: Any = None, method: str = "path_dependent"):
-        ens, self._kernels = _layout(ens, method, background, "Explainer")
+        ens, self._kernels = layout_kernels(ens, method, background, "Explainer")
         self.ens = ens
         self.method = method
         self._background_rows = None if background is None else _n_rows(background)

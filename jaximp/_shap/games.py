@@ -2,29 +2,36 @@
 chunk of leaves of one bucket (see ``jaximp._shap.trees`` for the games, and
 ``jaximp._shap.paths`` for paths, patterns and buckets).
 
-Two ways for each game: per-leaf tables over the ``2**D`` patterns of a bucket's ``D`` slots,
+Two ways for each game: per-leaf tables over the ``2**d`` patterns of a bucket's ``d`` slots,
 looked up by the row's pattern (shallow buckets), and quadrature of the game's polynomial
-(deep buckets, no ``2**D`` memory).
+(deep buckets, no ``2**d`` memory).
 
 Interventional tables. For a row pattern ``p`` and a background pattern ``q``, the game's
-Shapley values are nonzero only when ``q`` holds every slot ``C = ~p`` the row misses; then
-``|A| = |p - q| = D - |q|`` and ``|B| = |q - p| = |C|``. Summing the background distribution
+Shapley values are nonzero only when ``q`` holds every slot ``C = ~p`` the row misses; then the
+row takes ``n_a = |p - q| = d - |q|`` slots the background row misses, and misses
+``n_b = |q - p| = |C|`` slots the background row takes. Summing the background distribution
 ``dist`` over those ``q`` by size, ``H_k[X] = sum_{q >= X, |q| = k} dist[q]`` (superset sums,
-O(2**D D**2) per leaf instead of the 4**D of pairing every p with every q; built by quadrature
+O(2**d d**2) per leaf instead of the 4**d of pairing every p with every q; built by quadrature
 in :func:`interventional_table`), gives
 
     phi_s = G+[C] - G+'[C + s]   for a slot s the row takes,     phi_s = -G-[C]   for s in C,
 
-with ``G+[X] = sum_k H_k[X] w+(D - k, |X|)``, ``G+'[X] = sum_k H_k[X] w+(D - k, |X| - 1)``,
-``G-[X] = sum_k H_k[X] w-(D - k, |X|)`` and ``w+(a, b) = (a-1)! b! / (a+b)!``,
-``w-(a, b) = a! (b-1)! / (a+b)!``: three numbers per pattern, read at ``p`` and ``p - s`` as
-the path-dependent table is.
+with ``G+[X] = sum_k H_k[X] w+(d - k, |X|)``, ``G+'[X] = sum_k H_k[X] w+(d - k, |X| - 1)``,
+``G-[X] = sum_k H_k[X] w-(d - k, |X|)`` and ``w+(n_a, n_b) = (n_a-1)! n_b! / (n_a+n_b)!``,
+``w-(n_a, n_b) = n_a! (n_b-1)! / (n_a+n_b)!``: three numbers per pattern, read at ``p`` and
+``p - s`` as the path-dependent table is.
+
+Shapes: the legend of :mod:`jaximp._models` (P players, K outputs), and a bucket's leaves as
+``[groups, leaves, ...]``: ``groups`` chunks of ``leaves`` leaves each (a row kernel's chunk is
+one group), ``d`` the bucket's depth (its slots), ``n`` the rows of a step and ``n_points =
+ceil(d / 2)`` the nodes of the quadrature.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -35,11 +42,14 @@ from jaximp._shap.oblivious_tables import interaction_weights, shapley_weights
 from jaximp._shap.paths import Paths
 
 
-class Part(NamedTuple):
-    """One bucket's leaves in groups (a pytree): ``paths [c, L_b, D_b]``, scaled leaf values
-    ``f32[c, L_b, K]``, the bucket's table (``f32[c, L_b, 2**D_b, ...]``, or a dummy) and
-    ``leaves i32[c, L_b]``, where the leaves are among the chunk's (``jaximp._shap.paths.bucket_leaves``).
-    The games take any number ``c`` of groups; a row kernel's chunk of leaves is one."""
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One bucket's leaves in groups (a pytree): ``paths [groups, leaves, d]``, scaled leaf
+    values ``f32[groups, leaves, K]``, the bucket's table (``f32[groups, leaves, 2**d, ...]``, or
+    a dummy) and ``leaves i32[groups, leaves]``, where the leaves are among the model's
+    (``jaximp._shap.paths.bucket_leaves``). The games take any number of groups; a row kernel's
+    chunk of leaves is one."""
 
     paths: Paths
     values: Array
@@ -47,17 +57,24 @@ class Part(NamedTuple):
     leaves: Array
 
 
+def one_group(tree: Any) -> Any:
+    """A chunk of a bucket's leaves ``[leaves, ...]`` (a :class:`Part`, or its ``Paths``) as the
+    one group the games take, ``[1, leaves, ...]``."""
+    return jax.tree_util.tree_map(lambda a: a[None], tree)
+
+
 def scatter(values: Array, features: Array, n_segments: int) -> Array:
-    """``[c, L, S, ..., b]`` summed into ``[n_segments, ..., b]`` by ``features [c, L, S]``."""
+    """``[groups, leaves, slots, ..., n]`` summed into ``[n_segments, ..., n]`` by
+    ``features i32[groups, leaves, slots]``."""
     flat = values.reshape((-1,) + values.shape[3:])
     return jax.ops.segment_sum(flat, features.reshape(-1), n_segments)
 
 
 def scatter_pairs(values: Array, features: Array, n_segments: int) -> Array:
-    """``[c, L, S, S, ..., b]`` summed into ``[n_segments, n_segments, ..., b]`` by the slot pairs'
-    ``features [c, L, S]``."""
+    """``[groups, leaves, slots, slots, ..., n]`` summed into ``[n_segments, n_segments, ..., n]``
+    by the slot pairs' ``features i32[groups, leaves, slots]``."""
     c, l, d = features.shape
-    pair = features[..., :, None] * n_segments + features[..., None, :]  # [c, L, S, S]
+    pair = features[..., :, None] * n_segments + features[..., None, :]  # [groups, leaves, slots, slots]
     flat = values.reshape((c, l, d * d) + values.shape[4:])
     out = scatter(flat, pair.reshape(c, l, d * d), n_segments * n_segments)
     return out.reshape((n_segments, n_segments) + out.shape[1:])
@@ -68,7 +85,8 @@ def scatter_pairs(values: Array, features: Array, n_segments: int) -> Array:
 
 
 def _weights(d: int) -> np.ndarray:
-    """``f32[D + 1, D]``: ``w_m(s) = s! (m - s - 1)! / m!`` at ``[m, s]`` (0 for ``s >= m``)."""
+    """``f32[d + 1, d]``: ``w_m(s) = s! (m - s - 1)! / m!`` at ``[m, s]`` (0 for ``s >= m``), for
+    paths of ``m`` players."""
     out = np.zeros((d + 1, max(d, 1)))
     for m in range(1, d + 1):
         for s in range(m):
@@ -81,7 +99,8 @@ def _popcounts(d: int) -> np.ndarray:
 
 
 def path_table(paths: Paths) -> Array:
-    """``f32[T, L, 2**D]`` ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``.
+    """``f32[groups, leaves, 2**d]`` ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``
+    for ``paths [groups, leaves, d]`` of ``m`` players each.
 
     Built slot by slot over the subsets ``U``: ``a[U, s] = sum_{S subset U, |S| = s} prod_{j in
     U \\ S} z_j`` gains slot ``j`` as ``a[U + j, s] = a[U, s - 1] + z_j a[U, s]``, and
@@ -90,13 +109,13 @@ def path_table(paths: Paths) -> Array:
     a = jnp.ones((t, l, 1, 1), paths.z.dtype)
     for j in range(d):
         a = _extend(a, paths.z[:, :, j, None, None])
-    m = jnp.sum(paths.player, axis=-1)  # [T, L]
-    w = jnp.asarray(_weights(d))[m]  # [T, L, D]: w_m(s), 0 for s >= m
+    m = jnp.sum(paths.player, axis=-1)  # [groups, leaves]
+    w = jnp.asarray(_weights(d))[m]  # [groups, leaves, d]: w_m(s), 0 for s >= m
     return jnp.einsum("tlxs,tls->tlx", a[..., :max(d, 1)], w)
 
 
 def _extend(a: Array, z: Array) -> Array:
-    """Add slot ``j`` to the subset axis: ``[.., 2**j, j + 1] -> [.., 2**(j + 1), j + 2]``;
+    """Add slot ``j`` to the subset axis: ``[..., 2**j, j + 1] -> [..., 2**(j + 1), j + 2]``;
     the subsets with it are ``a[U, s - 1] + z_j a[U, s]``."""
     pad = [(0, 0)] * (a.ndim - 1)
     without = jnp.pad(a, pad + [(0, 1)])
@@ -104,9 +123,9 @@ def _extend(a: Array, z: Array) -> Array:
 
 
 def _superset_sums(h: Array, d: int) -> Array:
-    """``[.., 2**D, k]`` summed over supersets: ``out[X] = sum_{q >= X} h[q]`` (one pass per bit,
-    on ``[.., high bits, bit, low bits, k]`` views: XLA compiles these far faster than ``D`` axes
-    of 2)."""
+    """``[..., 2**d, width]`` summed over supersets: ``out[X] = sum_{q >= X} h[q]`` (one pass per
+    bit, on ``[..., high bits, bit, low bits, width]`` views: XLA compiles these far faster than
+    ``d`` axes of 2)."""
     lead, k = h.shape[:-2], h.shape[-1]
     for j in range(d):
         h = h.reshape(lead + (1 << (d - 1 - j), 2, 1 << j, k))
@@ -116,42 +135,42 @@ def _superset_sums(h: Array, d: int) -> Array:
 
 
 def _interventional_weights(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(f32[2**D, Q], f32[Q + 1, 2**D, 3])``: at ``[q, i]`` the power ``t_i**(D - |q| - 1)``
-    that weighs ``dist[q]`` in ``S_i`` (0 at the full pattern), for the ``Q`` nodes ``t_i`` of
-    :func:`quadrature`; at ``[i, X]`` the weights of ``S_i[X]`` in ``G+``, ``G-`` and ``G+'``
-    (:func:`interventional_table`), and last, at ``[Q, X]``, those of the full pattern's
+    """``(f32[2**d, n_points], f32[n_points + 1, 2**d, 3])``: at ``[q, i]`` the power
+    ``t_i**(d - |q| - 1)`` that weighs ``dist[q]`` in ``S_i`` (0 at the full pattern), for the
+    nodes ``t_i`` of :func:`quadrature`; at ``[i, X]`` the weights of ``S_i[X]`` in ``G+``, ``G-`` and ``G+'``
+    (:func:`interventional_table`), and last, at ``[n_points, X]``, those of the full pattern's
     ``dist[full]``: ``integral (1-t)**(|X|-1) dt = 1 / |X|`` in ``G-`` (0 for the empty ``X``)."""
     t, w = quadrature(d)
     size = _popcounts(d)[:, None].astype(np.float64)  # |q|, |X|
     power = np.where(size < d, t ** np.maximum(d - size - 1, 0), 0.0)
     some = size >= 1
     fewer = np.where(some, (1 - t) ** np.maximum(size - 1, 0), 0.0)  # (1 - t)**(|X| - 1)
-    weights = np.stack([(1 - t) ** size, fewer * t, fewer], axis=-1) * w[:, None]  # [2**D, Q, 3]
+    weights = np.stack([(1 - t) ** size, fewer * t, fewer], axis=-1) * w[:, None]  # [2**d, n_points, 3]
     reached = np.where(some, 1.0 / np.maximum(size, 1), 0.0)
-    full = np.stack([np.zeros_like(reached), reached, np.zeros_like(reached)], axis=-1)  # [2**D, 1, 3]
+    full = np.stack([np.zeros_like(reached), reached, np.zeros_like(reached)], axis=-1)  # [2**d, 1, 3]
     weights = np.concatenate([weights, full], axis=1)
     return power.astype(np.float32), np.moveaxis(weights, 1, 0).astype(np.float32)
 
 
 def interventional_table(dist: Array, d: int) -> Array:
-    """``f32[n, 2**D, 3]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
-    background's pattern distribution ``dist f32[n, 2**D]`` at ``n`` leaves (module docstring),
-    in blocks of leaves whose ``[.., 2**D, Q]`` superset sums stay in cache.
+    """``f32[leaves, 2**d, 3]`` per row pattern ``u``: ``(G+[~u], G-[~u], G+'[~u])`` from the
+    background's pattern distribution ``dist f32[leaves, 2**d]`` at each leaf (module
+    docstring), in blocks of leaves whose ``[..., 2**d, n_points]`` superset sums stay in cache.
 
-    With ``w+(a, b) = integral t**(a-1) (1-t)**b dt`` and ``w-(a, b) = integral t**a (1-t)**(b-1)
-    dt`` (Beta integrals), every ``G`` is an integral over ``t`` of one superset sum
-    ``S_t[X] = sum_{q >= X, q != full} dist[q] t**(D - |q| - 1)``, a polynomial of degree below
-    ``D`` that Gauss-Legendre quadrature on ``Q = ceil(D / 2)`` nodes integrates exactly:
-    ``G+[X] = integral (1-t)**|X| S_t[X]``, ``G+'[X] = integral (1-t)**(|X|-1) S_t[X]`` and
-    ``G-[X] = integral (1-t)**(|X|-1) (t S_t[X] + dist[full])``. That is ``Q`` superset sums per
-    leaf, ``O(2**D D**2 / 2)``, half the sums per size ``H_k``."""
+    With ``w+(n_a, n_b) = integral t**(n_a-1) (1-t)**n_b dt`` and ``w-(n_a, n_b) = integral
+    t**n_a (1-t)**(n_b-1) dt`` (Beta integrals), every ``G`` is an integral over ``t`` of one
+    superset sum ``S_t[X] = sum_{q >= X, q != full} dist[q] t**(d - |q| - 1)``, a polynomial of
+    degree below ``d`` that Gauss-Legendre quadrature on ``n_points = ceil(d / 2)`` nodes
+    integrates exactly: ``G+[X] = integral (1-t)**|X| S_t[X]``, ``G+'[X] = integral
+    (1-t)**(|X|-1) S_t[X]`` and ``G-[X] = integral (1-t)**(|X|-1) (t S_t[X] + dist[full])``. That
+    is ``n_points`` superset sums per leaf, ``O(2**d d**2 / 2)``, half the sums per size ``H_k``."""
     power, weights = (jnp.asarray(a) for a in _interventional_weights(d))
 
     def block(dist):
-        sums = _superset_sums(dist[..., None] * power, d)  # [l, 2**D, Q]
+        sums = _superset_sums(dist[..., None] * power, d)  # [leaves, 2**d, n_points]
         sums = jnp.concatenate([sums, jnp.broadcast_to(dist[:, -1:, None], sums.shape[:2] + (1,))], axis=-1)
         # sum over the nodes unrolled: XLA CPU runs this contraction ten times slower as a dot at some l
-        g = sum(sums[:, :, i, None] * weights[i] for i in range(weights.shape[0]))  # [l, 2**D, 3]
+        g = sum(sums[:, :, i, None] * weights[i] for i in range(weights.shape[0]))  # [leaves, 2**d, 3]
         return jnp.flip(g, axis=1)  # index u reads X = full - u = ~u
 
     n = dist.shape[0]
@@ -162,16 +181,17 @@ def interventional_table(dist: Array, d: int) -> Array:
 
 
 def interaction_path_table(paths: Paths) -> Array:
-    """``f32[T, L, 2**D, D, D]`` SHAP interaction values of each leaf's path-dependent game per
-    pattern (unit leaf value); the diagonal is the main effect ``phi_i - sum_{j != i} Phi_ij``."""
+    """``f32[groups, leaves, 2**d, d, d]`` SHAP interaction values of each leaf's path-dependent
+    game per pattern (unit leaf value) of ``paths [groups, leaves, d]``; the diagonal is the main
+    effect ``phi_i - sum_{j != i} Phi_ij``."""
     t, l, d = paths.z.shape
     subsets = np.arange(1 << d)
-    member = jnp.asarray((subsets[:, None] >> np.arange(d)) & 1, bool)  # [2**D, D]
-    fixed = member[:, None, :]  # pattern p: [P, 1, D]
-    coalition = member[None, :, :]  # S: [1, S, D]
+    member = jnp.asarray((subsets[:, None] >> np.arange(d)) & 1, bool)  # [2**d, d]
+    fixed = member[:, None, :]  # pattern p: [patterns, 1, d]
+    coalition = member[None, :, :]  # S: [1, coalitions, d]
     z = paths.z[:, :, None, None, :]
-    v = jnp.prod(jnp.where(coalition, fixed.astype(jnp.float32), z), axis=-1)  # [T, L, P, S]
-    coef = np.concatenate([shapley_weights(d)[:, :, None], interaction_weights(d)], axis=2)  # [S, D, 1+D]
+    v = jnp.prod(jnp.where(coalition, fixed.astype(jnp.float32), z), axis=-1)  # [groups, leaves, patterns, coalitions]
+    coef = np.concatenate([shapley_weights(d)[:, :, None], interaction_weights(d)], axis=2)  # [coalitions, d, 1+d]
     both = jnp.einsum("tlps,sij->tlpij", v, jnp.asarray(coef))
     phi, pairs = both[..., 0], both[..., 1:]
     main = phi - jnp.sum(pairs, axis=-1)
@@ -179,7 +199,7 @@ def interaction_path_table(paths: Paths) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
-# Lookups (shallow buckets): the row's pattern u i32[c, L, b] at each leaf of the bucket
+# Lookups (shallow buckets): the row's pattern u i32[groups, leaves, n] at each leaf of the bucket
 
 
 def _bits(d: int) -> Array:
@@ -187,7 +207,8 @@ def _bits(d: int) -> Array:
 
 
 def _lookup(table: Array, u: Array) -> tuple[Array, Array]:
-    """``(table[u] [c, L, b, ...], table[u - s] [c, L, D, b, ...])`` from ``f32[c, L, 2**D, ...]``."""
+    """``(table[u] [groups, leaves, n, ...], table[u - s] [groups, leaves, d, n, ...])`` from
+    ``table f32[groups, leaves, 2**d, ...]``."""
     c, l, size = table.shape[:3]
     d = size.bit_length() - 1
     rest = table.shape[3:]
@@ -198,15 +219,15 @@ def _lookup(table: Array, u: Array) -> tuple[Array, Array]:
 
 
 def path_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
-    """``f32[P, K, b]`` path-dependent SHAP values of a bucket from its table ``f32[c, L, 2**D]``:
+    """``f32[P, K, n]`` path-dependent SHAP values of a bucket from its table ``f32[groups, leaves, 2**d]``:
     ``v Z0 (1 - z_s) Phi[U - s]`` on the slots the row takes, ``-v Z0 Phi[U]`` on the others."""
     paths = part.paths
     d = paths.z.shape[-1]
-    player_bits = jnp.sum(jnp.where(paths.player, _bits(d), 0), axis=-1)  # [c, L]
+    player_bits = jnp.sum(jnp.where(paths.player, _bits(d), 0), axis=-1)  # [groups, leaves]
     u = u & player_bits[..., None]
-    on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [c, L, D, b]
+    on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [groups, leaves, d, n]
     z = paths.z[..., None]
-    z0 = jnp.prod(jnp.where(on, 1.0, z), axis=2)  # [c, L, b]: null slots have z = 1
+    z0 = jnp.prod(jnp.where(on, 1.0, z), axis=2)  # [groups, leaves, n]: null slots have z = 1
     g0, gs = _lookup(part.table, u)
     slot = jnp.where(on, (1.0 - z) * gs, -g0[:, :, None, :]) * z0[:, :, None, :]
     slot = jnp.where(paths.player[..., None], slot, 0.0)
@@ -214,31 +235,33 @@ def path_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
 
 
 def interventional_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
-    """``f32[P, K, b]`` interventional SHAP values of a bucket from its table ``f32[c, L, 2**D, 3]``
+    """``f32[P, K, n]`` interventional SHAP values of a bucket from its table
+    ``f32[groups, leaves, 2**d, 3]``
     (:func:`interventional_table`; the row's pattern keeps its null slots set, as the
     background's did)."""
     paths = part.paths
     d = paths.z.shape[-1]
-    on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [c, L, D, b]
+    on = ((u[:, :, None, :] >> jnp.arange(d)[None, None, :, None]) & 1) == 1  # [groups, leaves, d, n]
     c, l, size, _ = part.table.shape
     flat = part.table.reshape(-1)
     base = (jnp.arange(c * l, dtype=jnp.int32) * 3 * size).reshape(c, l, 1)
-    plus, minus = flat[base + 3 * u], flat[base + 3 * u + 1]  # [c, L, b]
+    plus, minus = flat[base + 3 * u], flat[base + 3 * u + 1]  # [groups, leaves, n]
     cleared = u[:, :, None, :] & ~_bits(d)[None, None, :, None]  # U - s for every slot s
-    shifted = flat[base[:, :, None, :] + 3 * cleared + 2]  # [c, L, D, b]
+    shifted = flat[base[:, :, None, :] + 3 * cleared + 2]  # [groups, leaves, d, n]
     slot = jnp.where(on, plus[:, :, None, :] - shifted, -minus[:, :, None, :])
     slot = jnp.where(paths.player[..., None], slot, 0.0)
     return scatter(slot[:, :, :, None, :] * part.values[:, :, None, :, None], paths.feature, n_players)
 
 
 def pair_lookup_phi(part: Part, u: Array, n_players: int) -> Array:
-    """``f32[P, P, K, b]`` SHAP interaction values of a bucket from ``f32[c, L, 2**D, D, D, K]``."""
+    """``f32[P, P, K, n]`` SHAP interaction values of a bucket from its table
+    ``f32[groups, leaves, 2**d, d, d, K]``."""
     gathered = jnp.take_along_axis(part.table, u.reshape(u.shape + (1,) * (part.table.ndim - 3)), axis=2)
     return scatter_pairs(jnp.moveaxis(gathered, 2, -1), part.paths.feature, n_players)
 
 
 # --------------------------------------------------------------------------------------------
-# Quadrature (deep buckets): the slots a row takes, taken f32[c, L, D, b]
+# Quadrature (deep buckets): the slots a row takes, taken f32[groups, leaves, d, n]
 
 
 def quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -249,49 +272,50 @@ def quadrature(d: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quadrature_path_phi(part: Part, taken: Array, n_players: int, pairs: bool) -> Array:
-    """``f32[P(, P), K, b]`` path-dependent SHAP (interaction) values of a bucket by quadrature of
+    """``f32[P(, P), K, n]`` path-dependent SHAP (interaction) values of a bucket by quadrature of
     each leaf's path polynomial: ``phi_j = v (o_j - z_j) integral prod_{k != j} f_k``."""
     paths = part.paths
     d = paths.z.shape[-1]
     player = paths.player[..., None, None]
     z = paths.z[..., None, None]
-    taken = taken[:, :, :, None]  # [c, L, D, 1, b]
+    taken = taken[:, :, :, None]  # [groups, leaves, d, 1, n]
     slope = jnp.where(player, taken - z, 0.0)  # o_j - z_j
     t, w = (jnp.asarray(a, paths.z.dtype) for a in quadrature(min(d, n_players)))  # degree < players
-    f = jnp.where(player, z + slope * t[:, None], 1.0)  # [c, L, D, Q, b]
+    f = jnp.where(player, z + slope * t[:, None], 1.0)  # [groups, leaves, d, n_points, n]
     # prod_{k != j} f_k = prod_k f_k / f_j, where f_j = 0 only if slope_j = 0 (then phi_j = 0)
     inverse = jnp.where(f != 0, 1.0 / jnp.where(f != 0, f, 1.0), 0.0)
     others = jnp.prod(f, axis=2, keepdims=True) * inverse
-    phi = slope[:, :, :, 0] * jnp.einsum("cldqb,q->cldb", others, w)  # [c, L, D, b]
+    phi = slope[:, :, :, 0] * jnp.einsum("cldqb,q->cldb", others, w)  # [groups, leaves, d, n]
     if not pairs:
         return scatter(phi[:, :, :, None, :] * part.values[:, :, None, :, None], paths.feature, n_players)
-    pair = jnp.einsum("cliqb,cljqb,q->clijb", others, inverse, w)  # [c, L, D, D, b]
+    pair = jnp.einsum("cliqb,cljqb,q->clijb", others, inverse, w)  # [groups, leaves, d, d, n]
     off = ~jnp.eye(d, dtype=bool)[:, :, None]
     slope = slope[:, :, :, 0]
     pair = jnp.where(off, 0.5 * slope[:, :, :, None] * slope[:, :, None] * pair, 0.0)
     both = jnp.where(off, pair, (phi - jnp.sum(pair, axis=3))[:, :, :, None])  # main effect on the diagonal
-    out = both[:, :, :, :, None, :] * part.values[:, :, None, None, :, None]  # [c, L, D, D, K, b]
+    out = both[:, :, :, :, None, :] * part.values[:, :, None, None, :, None]  # [groups, leaves, d, d, K, n]
     return scatter_pairs(out, paths.feature, n_players)
 
 
 def count_game_step(paths: Paths, taken: Array, other: Array, weight: Array) -> Array:
-    """``f32[c, L, D, b]`` interventional slot values (unit leaf value) of rows with ``taken
-    f32[c, L, D, b]`` over one block of background rows with ``other f32[c, L, D, B]`` and
-    weights ``f32[B]``.
+    """``f32[groups, leaves, d, n]`` interventional slot values (unit leaf value) of rows with
+    ``taken f32[groups, leaves, d, n]`` over one block of background rows with ``other
+    f32[groups, leaves, d, block]`` and weights ``f32[block]``.
 
     The game of a row and a background row is zero when a player is missed by both; otherwise
-    every slot the background row misses is in ``A`` (the row takes it) and every slot the row
-    misses is in ``B``, so its Shapley values ``w+(|A|, |B|)`` and ``-w-(|A|, |B|)`` depend on
-    each row's own count of misses. Their Beta integrals (:func:`interventional_table`) by
-    quadrature make each a sum of ``Q`` products of a row's and a background row's factors: the
-    pairs cost matrix products over slots and nodes, and no gather."""
+    the row takes every slot the background row misses (``n_a`` of them) and the background row
+    takes every slot the row misses (``n_b``), so its Shapley values ``w+(n_a, n_b)`` and
+    ``-w-(n_a, n_b)`` depend on each row's own count of misses. Their Beta integrals
+    (:func:`interventional_table`) by quadrature make each a sum of ``n_points`` products of a
+    row's and a background row's factors: the pairs cost matrix products over slots and nodes,
+    and no gather."""
     d = paths.z.shape[-1]
     t, w = (jnp.asarray(a, taken.dtype) for a in quadrature(d))
     player = paths.player[..., None].astype(taken.dtype)
-    missed, missed_other = player - taken, player - other  # [c, L, D, b], [c, L, D, B]
+    missed, missed_other = player - taken, player - other  # [groups, leaves, d, n], [..., block]
     alive = jnp.einsum("clsb,clsr->clbr", missed, missed_other) == 0  # no slot missed by both
-    n_b = jnp.sum(missed, axis=2)[..., None]  # [c, L, b, 1]: |B|
-    n_a = jnp.sum(missed_other, axis=2)[..., None]  # [c, L, B, 1]: |A|
+    n_b = jnp.sum(missed, axis=2)[..., None]  # [groups, leaves, n, 1]
+    n_a = jnp.sum(missed_other, axis=2)[..., None]  # [groups, leaves, block, 1]
     plus = jnp.einsum("clbq,clrq->clbr", w * (1 - t) ** n_b, jnp.where(n_a > 0, t ** (n_a - 1), 0.0))
     minus = jnp.einsum("clbq,clrq->clbr", jnp.where(n_b > 0, w * (1 - t) ** (n_b - 1), 0.0), t ** n_a)
     plus, minus = (jnp.where(alive, a * weight, 0.0) for a in (plus, minus))

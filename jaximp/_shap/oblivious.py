@@ -7,7 +7,7 @@ Every SHAP variant of an oblivious tree depends on a row only through the leaf i
 prediction, whatever the method or the size of the background.
 
 Methods (``v(S)``: the value of a coalition S of a tree's features for a row ``x`` reaching leaf
-``a``; ``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i) - v(S))`` over the tree's n
+``a``; ``phi_i = sum_{S not i} |S|! (m - |S| - 1)! / m! (v(S + i) - v(S))`` over the tree's m
 distinct features; a model's values are the sum over trees, times its scale):
 
 * ``"path_dependent"``: Lundberg's TreeSHAP value function (Lundberg, Erion et al. 2020, "From
@@ -31,6 +31,8 @@ distinct features; a model's values are the sum over trees, times its scale):
 Expected values: the training-weighted mean prediction (the first three methods) or the mean
 prediction over the background (``interventional``), in raw score space (log-odds for
 classifiers), so that ``shap_values(X).sum(1) + expected_value == ens.predict(X)``.
+
+Shapes: the legend of :mod:`jaximp._models`, and ``n`` the rows of a block.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from jax import Array
 
 from jaximp._leaves.oblivious import map_leaves
 from jaximp._leaves.predict import leaf_histogram, training_leaf_weights
+from jaximp._leaves.tables import mean_prediction
 from jaximp._models.ensemble import squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import map_rows, mean_abs_rows
@@ -85,7 +88,7 @@ class ShapTables:
 @functools.partial(jax.jit, static_argnames=("kind",))
 def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> ShapTables:
     values, features = _shap_tables.tables(ens, dist, kind=kind)
-    return ShapTables(values, features, _shap_tables.expected_output(ens, dist))
+    return ShapTables(values, features, mean_prediction(ens, dist))
 
 
 def training_distribution(ens: ObliviousEnsemble, x: Any = None, *, fn_name: str,
@@ -130,7 +133,7 @@ def expected(ens: ObliviousEnsemble, method: str, background: Any = None, *, pla
     if plan is not None:
         return squeeze_outputs(plan.expected, ens.n_outputs)
     dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return squeeze_outputs(_shap_tables.expected_output(ens, dist), ens.n_outputs)
+    return squeeze_outputs(mean_prediction(ens, dist), ens.n_outputs)
 
 
 def _gather_block(block: int, per_row: int, platform: str = "cpu") -> int:

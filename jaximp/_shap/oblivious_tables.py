@@ -27,6 +27,9 @@ row's bits and frees the others, so ``v(a, S) = Q[s]`` with ``s_d = bit d of a``
 A node of zero cover takes the plain mean of its children (the limit of adding a vanishing
 weight to every leaf); CatBoost drops such nodes, which gives the same numbers whenever
 zero-weight leaves hold zero values, as in every trained model.
+
+Shapes: the legend of :mod:`jaximp._models` (T, D, L = 2**D, K), and in words ``chunk`` (the
+trees of a chunk of trees), ``d`` (the slots of a table of coefficients) and ``n_masks``.
 """
 
 from __future__ import annotations
@@ -38,50 +41,51 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._models.ensemble import safe_div
 from jaximp._models.oblivious import ObliviousEnsemble
 
 MAX_DEPTH = 12  # tables cost O(D 4**D) per tree and output
 _TABLE_FLOATS = 1 << 19  # per-chunk budget of the largest per-tree intermediate (2 MiB: stays in cache)
 
 
-def shapley_weights(n: int) -> np.ndarray:
-    """``f32[2**n, n]`` Shapley coefficients: ``phi_p = sum_S C[S, p] v(S)``.
+def shapley_weights(d: int) -> np.ndarray:
+    """``f32[2**d, d]`` Shapley coefficients of a game of ``d`` slots: ``phi_p = sum_S C[S, p] v(S)``.
 
-    ``C[S, p] = (|S| - 1)! (n - |S|)! / n!`` when ``p`` is in ``S`` and ``-|S|! (n - |S| - 1)! / n!``
+    ``C[S, p] = (|S| - 1)! (d - |S|)! / d!`` when ``p`` is in ``S`` and ``-|S|! (d - |S| - 1)! / d!``
     otherwise, i.e. ``phi_p = sum_{S not p} w(|S|) (v(S + p) - v(S))``.
     """
-    sizes = np.array([bin(s).count("1") for s in range(1 << n)])
-    member = (np.arange(1 << n)[:, None] >> np.arange(n)) & 1
+    sizes = np.array([bin(s).count("1") for s in range(1 << d)])
+    member = (np.arange(1 << d)[:, None] >> np.arange(d)) & 1
 
     def w(k):
-        return math.factorial(k) * math.factorial(n - k - 1) / math.factorial(n)
+        return math.factorial(k) * math.factorial(d - k - 1) / math.factorial(d)
 
     plus = np.array([w(k - 1) if k > 0 else 0.0 for k in sizes])
-    minus = np.array([w(k) if k < n else 0.0 for k in sizes])
+    minus = np.array([w(k) if k < d else 0.0 for k in sizes])
     return np.where(member == 1, plus[:, None], -minus[:, None]).astype(np.float32)
 
 
-def interaction_weights(n: int) -> np.ndarray:
-    """``f32[2**n, n, n]`` Shapley interaction coefficients (zero diagonal).
+def interaction_weights(d: int) -> np.ndarray:
+    """``f32[2**d, d, d]`` Shapley interaction coefficients of a game of ``d`` slots (zero diagonal).
 
-    ``Phi_ij = sum_{S without i, j} |S|! (n - |S| - 2)! / (2 (n - 1)!) * (v(S+i+j) - v(S+i) -
+    ``Phi_ij = sum_{S without i, j} |S|! (d - |S| - 2)! / (2 (d - 1)!) * (v(S+i+j) - v(S+i) -
     v(S+j) + v(S))`` (Lundberg et al. 2020, eq. 11: half the Shapley interaction index, so that
     ``Phi_ij + Phi_ji`` is the whole interaction), written as ``sum_S C[S, i, j] v(S)``.
     """
-    if n < 2:
-        return np.zeros((1 << n, n, n), np.float32)
-    subsets = np.arange(1 << n)
-    member = (subsets[:, None] >> np.arange(n)) & 1
+    if d < 2:
+        return np.zeros((1 << d, d, d), np.float32)
+    subsets = np.arange(1 << d)
+    member = (subsets[:, None] >> np.arange(d)) & 1
     sizes = member.sum(1)
-    coef = np.zeros((1 << n, n, n))
-    for i in range(n):
-        for j in range(n):
+    coef = np.zeros((1 << d, d, d))
+    for i in range(d):
+        for j in range(d):
             if i == j:
                 continue
             both = member[:, i] + member[:, j]
             rest = sizes - both  # |S| of the coalition without i and j
-            w = np.array([math.factorial(k) * math.factorial(n - k - 2) for k in rest])
-            w = w / (2 * math.factorial(n - 1))
+            w = np.array([math.factorial(k) * math.factorial(d - k - 2) for k in rest])
+            w = w / (2 * math.factorial(d - 1))
             sign = np.where(both == 1, -1.0, 1.0)
             coef[:, i, j] = w * sign
     return coef.astype(np.float32)
@@ -95,8 +99,8 @@ def tree_players(features: Array, mask: Array, depth: int) -> tuple[Array, Array
         mask of depth bits (0 for a null slot), its feature (0 for a null slot), and the slot of
         each depth's feature.
     """
-    same = (features[:, None] == features[None, :]) & mask[:, None] & mask[None, :]  # [p, d]
-    earlier = jnp.tril(jnp.ones((depth, depth), bool), -1)  # [p, d]: d < p
+    same = (features[:, None] == features[None, :]) & mask[:, None] & mask[None, :]  # [slot p, depth q]
+    earlier = jnp.tril(jnp.ones((depth, depth), bool), -1)  # [slot p, depth q]: q < p
     is_player = mask & ~jnp.any(same & earlier, axis=1)
     bits = 1 << jnp.arange(depth, dtype=jnp.int32)
     player_masks = jnp.where(is_player, jnp.sum(jnp.where(same, bits, 0), axis=1), 0)
@@ -105,27 +109,28 @@ def tree_players(features: Array, mask: Array, depth: int) -> tuple[Array, Array
 
 
 def ternary_index(masks: Array, depth: int) -> Array:
-    """``i32[L, M]`` index into ``Q`` of every leaf ``a`` with the bits of ``masks[m]`` fixed."""
+    """``i32[L, n_masks]`` index into ``Q`` of every leaf ``a`` with the bits of each of
+    ``masks i32[n_masks]`` fixed."""
     d = jnp.arange(depth, dtype=jnp.int32)
     leaf_bits = (jnp.arange(1 << depth, dtype=jnp.int32)[:, None] >> d) & 1  # [L, D]
-    fixed = (masks[:, None] >> d) & 1  # [M, D]
+    fixed = (masks[:, None] >> d) & 1  # [n_masks, D]
     digits = jnp.where(fixed[None] == 1, leaf_bits[:, None], 2)
     return jnp.sum(digits * 3**d, axis=-1)
 
 
 def hybrid_expectations(values: Array, dist: Array, depth: int) -> Array:
-    """``f32[c, 3**D, K]`` expected leaf value with the free bits drawn from a leaf distribution.
+    """``f32[chunk, 3**D, K]`` expected leaf value with the free bits drawn from a leaf distribution.
 
     ``Q[s] = sum_b dist[b] V[(a & m) | (b & ~m)] / sum_b dist[b]`` for every pattern ``s`` (bits
-    ``m`` fixed to ``a``), for ``c`` trees at once: ``values: f32[c, L, K]``, ``dist: f32[c, L]``
-    (non-negative, positive sum).
+    ``m`` fixed to ``a``, the other bits from a leaf ``b``), for ``chunk`` trees at once:
+    ``values: f32[chunk, L, K]``, ``dist: f32[chunk, L]`` (non-negative, positive sum).
     """
     c, _, k = values.shape
     dist = dist / jnp.sum(dist, axis=1, keepdims=True)
     pairs = (jnp.transpose(values, (1, 2, 0)).reshape((2, 1) * depth + (k, c))
              * dist.T.reshape((1, 2) * depth + (1, c)))
     # Contract the bit pairs from the most significant down: after i steps the axes are
-    # (s_{D-1}, ..., s_{D-i}, pair_{D-i-1}, ..., pair_0, K, c), and each step writes the three
+    # (s_{D-1}, ..., s_{D-i}, pair_{D-i-1}, ..., pair_0, K, chunk), and each step writes the three
     # sums of its pair (0: x = 0, 1: x = 1, *: x = y) as contiguous slabs.
     q = pairs
     for i in range(depth):
@@ -150,9 +155,8 @@ def path_expectations(values: Array, weights: Array, depth: int) -> Array:
         c0 = jax.lax.slice_in_dim(cover, 0, 1, axis=axis)
         c1 = jax.lax.slice_in_dim(cover, 1, 2, axis=axis)
         total = c0 + c1
-        safe = jnp.where(total > 0, total, 1.0)
-        r0 = jnp.where(total > 0, c0 / safe, 0.5)[None]
-        r1 = jnp.where(total > 0, c1 / safe, 0.5)[None]
+        r0 = safe_div(c0, total, 0.5)[None]
+        r1 = safe_div(c1, total, 0.5)[None]
         q0 = jax.lax.slice_in_dim(q, 0, 1, axis=axis + 1)
         q1 = jax.lax.slice_in_dim(q, 1, 2, axis=axis + 1)
         q = jnp.concatenate([q0, q1, r0 * q0 + r1 * q1], axis=axis + 1)
@@ -167,7 +171,8 @@ def coalition_values(q: Array, player_masks: Array, depth: int) -> Array:
 
 
 def per_leaf(v: Array, coef: np.ndarray) -> Array:
-    """``f32[c, P..., K, L]`` ``sum_S coef[S, P...] v[c, L, S, K]``: one matmul for c trees."""
+    """``f32[chunk, slots..., K, L]`` ``sum_S coef[S, slots...] v[chunk, L, S, K]`` for
+    ``v f32[chunk, L, 2**D, K]`` and ``coef f32[2**D, slots...]``: one matmul for ``chunk`` trees."""
     c, n_leaves, n_subsets, k = v.shape
     flat = jnp.transpose(v, (0, 1, 3, 2)).reshape(-1, n_subsets) @ jnp.asarray(coef.reshape(n_subsets, -1))
     out = flat.reshape((c, n_leaves, k) + coef.shape[1:])
@@ -175,10 +180,10 @@ def per_leaf(v: Array, coef: np.ndarray) -> Array:
 
 
 def interaction_table(v: Array, depth: int) -> Array:
-    """``f32[c, D, D, K, L]`` SHAP interaction values of slot pairs from ``v: f32[c, L, 2**D, K]``;
+    """``f32[chunk, D, D, K, L]`` SHAP interaction values of slot pairs from ``v: f32[chunk, L, 2**D, K]``;
     the diagonal is the main effect ``phi_i - sum_{j != i} Phi_ij`` (Lundberg et al. 2020)."""
     coef = np.concatenate([shapley_weights(depth)[:, :, None], interaction_weights(depth)], axis=2)
-    both = per_leaf(v, coef)  # [c, D, 1 + D, K, L]
+    both = per_leaf(v, coef)  # [chunk, D, 1 + D, K, L]
     phi, pairs = both[:, :, 0], both[:, :, 1:]
     main = phi - jnp.sum(pairs, axis=2)
     eye = jnp.eye(depth, dtype=bool)[:, :, None, None]
@@ -208,12 +213,6 @@ def effective_weights(ens: ObliviousEnsemble, weights: Array | None = None) -> A
     return jnp.where(positive, weights, real.astype(jnp.float32))
 
 
-def expected_output(ens: ObliviousEnsemble, dist: Array) -> Array:
-    """``f32[K]`` ``scale * sum_t E_{leaf ~ dist_t}[V_t] + bias``, ``dist: f32[T, L]``."""
-    mean = jnp.einsum("tl,tlk->k", dist / jnp.sum(dist, axis=1, keepdims=True), ens.leaf_values)
-    return ens.scale * mean + ens.bias
-
-
 def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Array]:
     """Per-tree tables of every tree, scaled by the model's scale.
 
@@ -233,7 +232,7 @@ def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Ar
     path = jax.vmap(path_expectations, (0, 0, None))
     coalitions = jax.vmap(coalition_values, (0, 0, None))
 
-    def chunk_tables(args):  # c trees
+    def chunk_tables(args):  # a chunk of trees
         values, weights, features, mask = args
         player_masks, player_features, depth_players = players(features, mask, depth)
         if kind == "shapley_hybrid":

@@ -3,53 +3,63 @@ pattern at every leaf, and the layout of leaves in buckets of players per path.
 
 Entries and slots: entry ``k`` of a leaf's path is its ancestor's edge at depth ``k`` (root
 first). The path's players are its distinct features; slot ``s`` is the ``s``-th of them in the
-order they first appear, and every entry belongs to the slot of its feature. A path of ``e``
-edges thus has ``D <= e`` slots, and the games cost ``2**D``, not ``2**e`` (on a LightGBM model of
-500 trees of 127 leaves, paths of up to 31 edges read at most 22 features). A node's slot is the
-same for every leaf below it (it depends only on the edges above), so a row's patterns are built
-once per node, not per leaf and depth: each edge the row misses sets its slot's bit, and every
-node ORs in the bits of its ancestors by pointer jumping (``log2 e`` gathers over the nodes
-instead of ``e`` over the leaves; :class:`Edges`).
+order they first appear, and every entry belongs to the slot of its feature. A path has thus
+at most as many slots as edges, and the games cost ``2**slots``, not ``2**edges`` (on a LightGBM
+model of 500 trees of 127 leaves, paths of up to 31 edges read at most 22 features). A node's
+slot is the same for every leaf below it (it depends only on the edges above), so a row's
+patterns are built once per node, not per leaf and depth: each edge the row misses sets its
+slot's bit, and every node ORs in the bits of its ancestors by pointer jumping (``log2 D``
+gathers over the nodes instead of ``D`` over the leaves; :class:`Edges`).
 
 Buckets. Trees of LightGBM and of Lossguide growth are deep (20 to 30 edges) while most of their
 leaves have few players (90% at most 13 on that model): padding every leaf to the most would
 cost every leaf what the deepest costs. A :data:`Layout` cuts the numbers of players into
-buckets, each with its own depth ``D_b`` (its most players), and each bucket holds those leaves
-of all trees, in chunks of leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only
-to its bucket's depth, whatever the shapes of the other trees. A bucket reads the first ``D_b``
-slots of its leaves (and all their entries where the rows' bit patterns do not hold the slots).
+buckets, each with its own depth (its most players), and each bucket holds those leaves of all
+trees, in chunks of leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only to its
+bucket's depth, whatever the shapes of the other trees. A bucket reads as many slots of its
+leaves as its depth (and all their entries where the rows' bit patterns do not hold the slots).
+
+Shapes: the legend of :mod:`jaximp._models` (T, L, D, M), and in words ``entries`` and
+``slots`` (a path's edges and players, each axis D long in a model's paths, ``slots`` cut to a
+bucket's depth in a bucket), ``chunk`` (the trees of a chunk of trees, or the leaves of a chunk
+of a bucket), ``groups`` and ``leaves`` (a bucket's leaves as its games take them: ``groups``
+chunks of ``leaves`` each, one chunk in a row kernel) and ``n`` (the rows of a step).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._models.ensemble import safe_div
 from jaximp._models.trees import TreeEnsemble, leaf_paths, parents, subtree_sums
 
 
-class Paths(NamedTuple):
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Paths:
     """Per-leaf path slots of every tree (a pytree; see the module docstring).
 
-    Per entry ``k`` (the leaf's ancestor's edge at depth ``k``, root first) ``[T, L, e]``, and
-    per slot ``s`` (the path's ``s``-th player) ``[T, L, D]``; both axes are the model's depth,
-    and a bucket may cut the slots shorter (:func:`bucket`).
+    Per entry ``k`` (the leaf's ancestor's edge at depth ``k``, root first) ``[T, L, entries]``,
+    and per slot ``s`` (the path's ``s``-th player) ``[T, L, slots]``; both axes are D long, and
+    a bucket may cut the slots (and entries) shorter (:func:`bucket`).
 
     Attributes:
-        nodes: ``i32[T, L, e]`` internal node of each entry's edge.
-        right: ``bool[T, L, e]`` the path goes right there.
-        slot: ``i32[T, L, e]`` the slot of the player the edge reads (0 past the leaf).
-        player: ``bool[T, L, D]`` the slot holds a player (else a null slot, past the path's players).
-        feature: ``i32[T, L, D]`` the slot's player (``TreeEnsemble.node_players``: its feature
+        nodes: ``i32[T, L, entries]`` internal node of each entry's edge.
+        right: ``bool[T, L, entries]`` the path goes right there.
+        slot: ``i32[T, L, entries]`` the slot of the player the edge reads (0 past the leaf).
+        player: ``bool[T, L, slots]`` the slot holds a player (else a null slot, past the path's
+            players).
+        feature: ``i32[T, L, slots]`` the slot's player (``TreeEnsemble.node_players``: its feature
             for numeric models, its combination class with categorical features; 0 for null slots).
-        z: ``f32[T, L, D]`` the player's cover ratio product (1 for null slots).
-        ratio: ``f32[T, L, e]`` each edge's cover ratio (1 past the leaf).
-        mask: ``bool[T, L, e]`` the entry is a real edge.
+        z: ``f32[T, L, slots]`` the player's cover ratio product (1 for null slots).
+        ratio: ``f32[T, L, entries]`` each edge's cover ratio (1 past the leaf).
+        mask: ``bool[T, L, entries]`` the entry is a real edge.
     """
 
     nodes: Array
@@ -62,9 +72,9 @@ class Paths(NamedTuple):
     mask: Array
 
 
-def safe_div(num: Array, den: Array, fill: float) -> Array:
-    ok = den > 0
-    return jnp.where(ok, num / jnp.where(ok, den, 1.0), fill)
+# the null leaf's entries and slots (no edges, no players), field by field
+_NULL_LEAF = dict(nodes=0, right=False, slot=0, player=False, feature=0, z=1.0, ratio=1.0, mask=False)
+_SLOT_FIELDS = ("player", "feature", "z")  # the fields along the slots; the others along the entries
 
 
 def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
@@ -84,7 +94,7 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
     rank = jnp.cumsum(leads, axis=-1, dtype=jnp.int32) - 1  # a leading entry's slot
     slot = jnp.where(mask, jnp.take_along_axis(rank, first, axis=-1), 0)
     z = jnp.prod(jnp.where(same & mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)  # per entry
-    holds = leads[..., :, None] & (rank[..., :, None] == jnp.arange(d))  # [T, L, e, s]: entry e leads slot s
+    holds = leads[..., :, None] & (rank[..., :, None] == jnp.arange(d))  # [T, L, entries, slots]: leads the slot
     player = jnp.any(holds, axis=-2)
     feature = jnp.sum(jnp.where(holds, feature[..., :, None], 0), axis=-2)
     z = jnp.where(player, jnp.sum(jnp.where(holds, z[..., :, None], 0.0), axis=-2), 1.0).astype(ratio.dtype)
@@ -92,11 +102,12 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
 
 
 def _players(feature: Array, mask: Array) -> tuple[Array, Array, Array]:
-    """``(bool[.., e, e'], i32[.., e], bool[.., e])`` of path entries ``feature i32[.., e]``
-    (root first, ``mask``: real edges): whether entries read the same player, the first entry
-    reading each entry's player, and whether an entry is that first one (it leads a slot)."""
+    """``(bool[..., entries, entries], i32[..., entries], bool[..., entries])`` of path entries
+    ``feature i32[..., entries]`` (root first, ``mask``: real edges): whether two entries read the
+    same player, the first entry reading each entry's player, and whether an entry is that first
+    one (it leads a slot)."""
     d = feature.shape[-1]
-    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [.., e, e']
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [..., entries, entries]
     first = jnp.argmax(same, axis=-1).astype(jnp.int32)
     return same, first, mask & (first == jnp.arange(d))
 
@@ -112,15 +123,18 @@ def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
     return tuple(jnp.where(real, a, jnp.zeros_like(a)) if a.dtype == bool else a for a in out)
 
 
-class Edges(NamedTuple):
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Edges:
     """What a row's patterns are built from, per tree (a pytree; see the module docstring).
 
     Attributes:
         parent: ``i32[T, M]`` the node above each internal node (0 at roots and padding).
         side: ``i32[T, M]`` 1 when the node is its parent's right child.
         bit: ``i32[T, M]`` ``1 << slot`` of the edge into the node (0 at roots and padding).
-        jumps: ``i32[T, J, M]`` the ``2**j``-th ancestor of each node (clamped at node 0), with
-            ``2**J >= D - 1``: J rounds of pointer jumping cover every internal node's path.
+        jumps: ``i32[T, n_jumps, M]`` the ``2**j``-th ancestor of each node (clamped at node 0),
+            with ``2**n_jumps >= D - 1``: as many rounds of pointer jumping cover every internal
+            node's path.
         leaf_parent, leaf_side, leaf_bit: ``i32[T, L]`` the same for the edge into each leaf.
     """
 
@@ -150,17 +164,19 @@ def tree_edges(ens: TreeEnsemble, paths: Paths) -> Edges:
 
 
 def gather_nodes(a: Array, index: Array) -> Array:
-    """``a[c, n, b]`` at ``index i32[c, n']`` along axis 1 -> ``[c, n', b]``."""
+    """``a [chunk, nodes, n]`` at ``index i32[chunk, picked]`` along axis 1 -> ``[chunk, picked, n]``."""
     return jnp.take_along_axis(a, index[..., None], axis=1)
 
 
 def patterns(edges: Edges, decisions: Array, depth: int) -> Array:
-    """``i32[c, L, b]`` bit ``s`` set when player slot ``s`` has ``o_s = 1`` or is a null slot.
+    """``i32[chunk, L, n]`` bit ``s`` set when player slot ``s`` has ``o_s = 1`` or is a null slot,
+    for the first ``depth`` slots.
 
-    ``decisions: bool[c, M, b]`` (``node_decisions``) for the same ``c`` trees as ``edges``.
+    ``decisions: bool[chunk, M, n]`` (``jaximp._leaves.trees.node_decisions``) for the same
+    ``chunk`` trees as ``edges``.
     """
     missed = gather_nodes(decisions, edges.parent) != (edges.side == 1)[..., None]
-    fails = jnp.where(missed, edges.bit[..., None], 0)  # [c, M, b]: the edge into each node
+    fails = jnp.where(missed, edges.bit[..., None], 0)  # [chunk, M, n]: the edge into each node
     for j in range(edges.jumps.shape[1]):  # OR in the ancestors' bits, 2**j edges at a time
         fails = fails | gather_nodes(fails, edges.jumps[:, j])
     missed = gather_nodes(decisions, edges.leaf_parent) != (edges.leaf_side == 1)[..., None]
@@ -169,16 +185,18 @@ def patterns(edges: Edges, decisions: Array, depth: int) -> Array:
 
 
 def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
-    """``f32[c, L, D, b]`` 1 where a row takes every edge of a player slot's feature (0 at null
-    slots): the bits of its :func:`patterns` ``i32[c, L, b]`` where they fit an int32, else
-    (``pattern`` None) a count of the edges it misses, from ``decisions bool[c, M, b]``."""
+    """``f32[groups, leaves, slots, n]`` 1 where a row takes every edge of a player slot's feature
+    (0 at null slots) at the leaves ``paths [groups, leaves, slots]`` of a bucket: the bits of its
+    :func:`patterns` ``i32[groups, leaves, n]`` where they fit an int32, else (``pattern`` None) a
+    count of the edges it misses, from ``decisions bool[1, T M, n]`` at every node of the
+    (chunk-padded) trees, indexed as ``paths.nodes`` (:func:`flat_leaves`)."""
     (c, l, d), e = paths.z.shape, paths.nodes.shape[-1]
     if pattern is not None:
         on = (pattern[:, :, None, :] >> jnp.arange(d, dtype=jnp.int32)[:, None]) & 1
         return jnp.where(paths.player[..., None], on.astype(jnp.float32), 0.0)
     right = gather_nodes(decisions, paths.nodes.reshape(c, l * e)).reshape(c, l, e, -1)
-    missed = (right != paths.right[..., None]) & paths.mask[..., None]  # [c, L, e, b]: leaves the path
-    owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [c, L, e, s]
+    missed = (right != paths.right[..., None]) & paths.mask[..., None]  # [..., entries, n]: leaves the path
+    owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [..., entries, slots]
     misses = jnp.einsum("cleb,cles->clsb", missed.astype(jnp.float32), owner.astype(jnp.float32))
     return jnp.where(paths.player[..., None] & (misses == 0), 1.0, 0.0)
 
@@ -187,9 +205,11 @@ def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
 # Buckets of players per path
 
 
-class Bucket(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Bucket:
     """The leaves of every tree whose paths hold ``shallowest < players <= depth`` players: each
-    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model."""
+    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model
+    (hashable: layouts are static arguments of compiled kernels)."""
 
     shallowest: int
     depth: int
@@ -226,8 +246,8 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         table_depth: the deepest bucket that may use per-leaf tables.
         table_floats: a table's floats per leaf, as a function of the bucket's depth.
         table_bytes: the budget of all tables together; deeper buckets use quadrature beyond it.
-        costs: ``(table, no table)`` cost per leaf and row of a bucket of depth D_b, in ns
-            (default :func:`path_costs`).
+        costs: ``(table, no table)`` cost per leaf and row of a bucket, as a function of its
+            depth, in ns (default :func:`path_costs`).
         overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
 
     Returns:
@@ -284,16 +304,17 @@ def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes:
     size = lambda b: b.count * table_floats(b.depth) * 4  # noqa: E731
     while sum(size(b) for b in layout if b.tables) > table_bytes:
         i = max((i for i, b in enumerate(layout) if b.tables), key=lambda i: layout[i].depth)
-        layout[i] = layout[i]._replace(tables=False)
+        layout[i] = dataclasses.replace(layout[i], tables=False)
     return tuple(layout)
 
 
 def bucket_leaves(players: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
                   sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """Per bucket, ``i32[n_b, sizes[b]]`` its leaves, as indices ``tree * L + leaf`` into the
-    model's leaves (:func:`flat_leaves`), in chunks of ``sizes[b]``; the last chunk ends in copies
-    of ``n_trees * L``, the null leaf. ``n_trees``: the trees of ``players`` and more, all leaves
-    of the extra trees unused (their index range pads the patterns of trees in chunks)."""
+    """Per bucket and its ``size`` in ``sizes``, ``i32[n_chunks, size]`` its leaves, as indices
+    ``tree * L + leaf`` into the model's leaves (:func:`flat_leaves`), in chunks of ``size``; the
+    last chunk ends in copies of ``n_trees * L``, the null leaf. ``n_trees``: the trees of
+    ``players`` and more, all leaves of the extra trees unused (their index range pads the
+    patterns of trees in chunks)."""
     null = n_trees * n_leaves
     if players is None:
         every = np.arange(null, dtype=np.int32)
@@ -324,15 +345,14 @@ def flat_leaves(paths: Paths, n_nodes: int) -> Paths:
     ``nodes`` indexing the model's ``T M`` nodes (``tree * M + node``), and a null leaf (no
     edges, no players) last, which pads the buckets' chunks (:func:`bucket_leaves`)."""
     t, l, d = paths.nodes.shape
-    paths = paths._replace(nodes=paths.nodes + (n_nodes * jnp.arange(t, dtype=jnp.int32))[:, None, None])
-    null = Paths(nodes=0, right=False, slot=0, player=False, feature=0, z=1.0, ratio=1.0, mask=False)
-    return Paths(*(jnp.concatenate([a.reshape(t * l, d), jnp.full((1, d), fill, a.dtype)])
-                   for a, fill in zip(paths, null)))
+    paths = dataclasses.replace(paths, nodes=paths.nodes + (n_nodes * jnp.arange(t, dtype=jnp.int32))[:, None, None])
+    flat = lambda a, fill: jnp.concatenate([a.reshape(t * l, d), jnp.full((1, d), fill, a.dtype)])  # noqa: E731
+    return Paths(**{name: flat(getattr(paths, name), fill) for name, fill in _NULL_LEAF.items()})
 
 
 def bucket(paths: Paths, leaves: Array, depth: int, entries: int) -> Paths:
-    """``paths [T L + 1, D]`` (:func:`flat_leaves`) at a bucket's ``leaves i32[n_b, L_b]``: their
-    first ``depth`` slots ``[n_b, L_b, depth]`` and first ``entries`` entries ``[n_b, L_b, entries]``
-    (0 when the rows' bit patterns stand for them)."""
-    slots = {"player", "feature", "z"}
-    return Paths(*(a[:, :depth if name in slots else entries][leaves] for name, a in zip(Paths._fields, paths)))
+    """``paths [T L + 1, D]`` (:func:`flat_leaves`) at a bucket's ``leaves i32[n_chunks, chunk]``:
+    their first ``depth`` slots ``[n_chunks, chunk, depth]`` and first ``entries`` entries
+    ``[n_chunks, chunk, entries]`` (0 when the rows' bit patterns stand for them)."""
+    return Paths(**{f.name: getattr(paths, f.name)[:, :depth if f.name in _SLOT_FIELDS else entries][leaves]
+                    for f in dataclasses.fields(Paths)})

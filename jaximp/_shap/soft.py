@@ -29,32 +29,39 @@ path-dependent SHAP values as the temperature goes to 0.
 
 Models with categorical features split on one-hot values and CTRs, which have no border to
 relax: the soft functions refuse them.
+
+Shapes: the legend of :mod:`jaximp._models`, and in words ``chunk`` (the trees of a chunk of
+trees), ``n`` (the rows of a block) and ``n_points`` (the nodes of the quadrature).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._models.ensemble import squeeze_outputs
-from jaximp._models.oblivious import ObliviousEnsemble
+from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
 from jaximp._models.trees import TreeEnsemble, from_oblivious, leaf_paths, parents
-from jaximp._rows.batching import map_blocks, map_rows
+from jaximp._rows.batching import map_blocks, map_rows, row_blocks
 from jaximp._rows.inputs import as_features
 from jaximp._shap.games import quadrature
 from jaximp._shap.paths import tree_paths
 
 _CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
 _ROWS = 64  # rows per inner step
+# Soft trees are general trees: each layout as general trees, the one dispatch by layout here
+_AS_TREES = {"oblivious": from_oblivious, "trees": lambda trees: trees}
 
 
-class SoftTrees(NamedTuple):
-    """Per-tree arrays of the soft kernels (a pytree; ``T`` trees, padded to whole chunks).
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SoftTrees:
+    """Per-tree arrays of the soft kernels (a pytree; ``T`` trees, or chunks of them).
 
     Attributes:
         node_features: ``i32[T, M]`` each node's feature.
@@ -66,9 +73,9 @@ class SoftTrees(NamedTuple):
         mask: ``bool[T, L, D]`` the entry is a real edge.
         real: ``bool[T, L]`` the leaf is a real leaf (not padding).
         values: ``f[T, L, K]`` scaled leaf values ``scale * leaf_values``.
-        slot, player, feature, z: for SHAP (``jaximp._shap.trees.Paths``, root first): each edge's
-            player slot, whether a slot is a player, its feature, its cover ratio product; None
-            for predictions.
+        slot, player, feature, z: for SHAP (``jaximp._shap.paths.Paths``, root first): each edge's
+            player slot ``i32[T, L, D]``, whether a slot is a player, its feature, its cover ratio
+            product (``[T, L, D]``); None for predictions.
     """
 
     node_features: Array
@@ -88,9 +95,7 @@ class SoftTrees(NamedTuple):
 
 def _check(ens: Any, fn_name: str) -> None:
     """A ``TypeError`` unless ``ens`` is an ensemble; a ``ValueError`` for categorical models."""
-    if not isinstance(ens, (ObliviousEnsemble, TreeEnsemble)):
-        raise TypeError(f"{fn_name}: ens must be a jaximp.ObliviousEnsemble or jaximp.TreeEnsemble; "
-                        f"got {type(ens).__name__}")
+    check_model(ens, fn_name)
     if ens.featurizer is not None:
         raise ValueError(f"{fn_name}: ens must have numeric features only; a model with categorical "
                          "features splits on one-hot values and CTRs, which have no border to relax")
@@ -141,32 +146,25 @@ def soft_trees(trees: TreeEnsemble, temperatures: Array, *, shap: bool = False) 
 
 
 @functools.partial(jax.jit, static_argnames=("shap",))
-def _prepare(ens: ObliviousEnsemble | TreeEnsemble, temperatures: Array, *, shap: bool = False
-             ) -> tuple[SoftTrees, Array]:
+def _prepare(ens: Ensemble, temperatures: Array, *, shap: bool = False) -> tuple[SoftTrees, Array]:
     """``(chunked soft trees, bias f[K])`` of ``ens`` (an oblivious tree unrolled to general
     trees, its borders kept differentiable), in one compiled program."""
-    trees = from_oblivious(ens) if isinstance(ens, ObliviousEnsemble) else ens
+    trees = _AS_TREES[ens.layout](ens)
     width = 3 * trees.depth + (4 * (-(-trees.depth // 2)) if shap else 0) + 1  # floats per leaf and row
     return _chunked(soft_trees(trees, temperatures, shap=shap), width), trees.bias
 
 
 def _chunked(soft: SoftTrees, width: int) -> SoftTrees:
-    """``soft`` cut in chunks of trees ``[n_chunks, c, ...]`` (zero trees pad the last one), so
-    that a chunk's ``[c, L, width, rows]`` intermediates stay within the budget."""
+    """``soft`` cut in chunks of trees ``[n_chunks, chunk, ...]`` (zero trees pad the last one),
+    so that a chunk's ``[chunk, L, width, n]`` intermediates stay within the budget."""
     n_trees, n_leaves = soft.real.shape
     chunk = int(max(1, min(n_trees, _CHUNK_FLOATS // (n_leaves * max(width, 1) * _ROWS))))
-    n_chunks = -(-n_trees // chunk)
-
-    def cut(a):
-        a = jnp.concatenate([a, jnp.zeros((n_chunks * chunk - n_trees,) + a.shape[1:], a.dtype)])
-        return a.reshape((n_chunks, chunk) + a.shape[1:])
-
-    return jax.tree_util.tree_map(cut, soft)
+    return jax.tree_util.tree_map(lambda a: row_blocks(a, chunk), soft)
 
 
 def _right_probabilities(soft: SoftTrees, xt: Array) -> Array:
-    """``f[c, M, b]`` the probability that each row ``xt f[F, b]`` goes right at each node."""
-    value = xt[soft.node_features]  # [c, M, b]
+    """``f[chunk, M, n]`` the probability that each row ``xt f[F, n]`` goes right at each node."""
+    value = xt[soft.node_features]  # [chunk, M, n]
     border = soft.node_borders[..., None]
     finite = jnp.isfinite(border)
     missing = jnp.isnan(value)
@@ -177,7 +175,7 @@ def _right_probabilities(soft: SoftTrees, xt: Array) -> Array:
 
 
 def _edge_probabilities(soft: SoftTrees, xt: Array) -> Array:
-    """``f[c, L, D, b]`` the probability of each edge of each leaf's path (1 past the path)."""
+    """``f[chunk, L, D, n]`` the probability of each edge of each leaf's path (1 past the path)."""
     p = _right_probabilities(soft, xt)
     c, l, d = soft.nodes.shape
     at = jnp.take_along_axis(p, soft.nodes.reshape(c, l * d)[..., None], axis=1).reshape(c, l, d, -1)
@@ -185,7 +183,7 @@ def _edge_probabilities(soft: SoftTrees, xt: Array) -> Array:
 
 
 def _leaf_probabilities(soft: SoftTrees, xt: Array) -> Array:
-    """``f[c, L, b]`` the probability of each leaf (0 for padded leaves)."""
+    """``f[chunk, L, n]`` the probability of each leaf (0 for padded leaves)."""
     return jnp.where(soft.real[..., None], jnp.prod(_edge_probabilities(soft, xt), axis=2), 0.0)
 
 
@@ -200,25 +198,25 @@ def _leave_one_out(f: Array) -> Array:
 
 
 def _shap_block(soft: SoftTrees, xt: Array, n_features: int) -> Array:
-    """``f[F, K, b]`` soft path-dependent SHAP values of a chunk of trees (module docstring)."""
-    q = _edge_probabilities(soft, xt)  # [c, L, e, b]
+    """``f[F, K, n]`` soft path-dependent SHAP values of a chunk of trees (module docstring)."""
+    q = _edge_probabilities(soft, xt)  # [chunk, L, entries, n]
     c, l, d, _ = q.shape
-    owner = (soft.slot[..., :, None] == jnp.arange(d)) & soft.mask[..., :, None]  # [c, L, e, s]
+    owner = (soft.slot[..., :, None] == jnp.arange(d)) & soft.mask[..., :, None]  # [chunk, L, entries, slots]
     o = jnp.ones((c, l, d) + q.shape[3:], q.dtype)
     for e in range(d):  # o_s: the product of the probabilities of slot s's edges
         o = o * jnp.where(owner[:, :, e, :, None], q[:, :, e, None, :], 1.0)
     player = soft.player[..., None, None]
     z = soft.z[..., None, None]
-    slope = jnp.where(player, o[:, :, :, None] - z, 0.0)  # [c, L, s, 1, b]: o_j - z_j
+    slope = jnp.where(player, o[:, :, :, None] - z, 0.0)  # [chunk, L, slots, 1, n]: o_j - z_j
     t, w = (jnp.asarray(a, q.dtype) for a in quadrature(d))
-    f = jnp.where(player, z + slope * t[:, None], 1.0)  # [c, L, s, Q, b]
-    phi = slope[:, :, :, 0] * jnp.einsum("clsqb,q->clsb", _leave_one_out(f), w)  # [c, L, s, b]
-    out = phi[:, :, :, None, :] * soft.values[:, :, None, :, None]  # [c, L, s, K, b]
+    f = jnp.where(player, z + slope * t[:, None], 1.0)  # [chunk, L, slots, n_points, n]
+    phi = slope[:, :, :, 0] * jnp.einsum("clsqb,q->clsb", _leave_one_out(f), w)  # [chunk, L, slots, n]
+    out = phi[:, :, :, None, :] * soft.values[:, :, None, :, None]  # [chunk, L, slots, K, n]
     return jax.ops.segment_sum(out.reshape((c * l * d,) + out.shape[3:]), soft.feature.reshape(-1), n_features)
 
 
 def _scan_trees(soft: SoftTrees, xb: Array, step: Any, init: Array) -> Any:
-    """``sum`` over chunks of ``step(chunk, xt)`` (``init``: its zero), rows ``xb [b, F]``."""
+    """``sum`` over chunks of ``step(chunk, xt)`` (``init``: its zero), rows ``xb [n, F]``."""
     xt = xb.T
     total, _ = jax.lax.scan(lambda acc, chunk: (acc + step(chunk, xt), None), init, soft)
     return total
@@ -240,7 +238,7 @@ def _leaf_kernel(soft: SoftTrees, x: Array, *, block: int) -> Array:
     """``f[n, T, L]`` leaf probabilities, trees padded to whole chunks."""
     def rows_fn(xb):
         xt = xb.T
-        probs = jax.lax.map(lambda chunk: _leaf_probabilities(chunk, xt), soft)  # [n_chunks, c, L, b]
+        probs = jax.lax.map(lambda chunk: _leaf_probabilities(chunk, xt), soft)  # [n_chunks, chunk, L, n]
         return jnp.moveaxis(probs.reshape((-1,) + probs.shape[2:]), -1, 0)
 
     return map_blocks(rows_fn, x, min(block, _ROWS))
@@ -258,7 +256,7 @@ def _shap_kernel(soft: SoftTrees, x: Array, *, block: int, n_features: int) -> A
     return map_blocks(rows_fn, x, min(block, _ROWS))
 
 
-def soft_predict(ens: ObliviousEnsemble | TreeEnsemble, X: Any, temperature: Any, *,
+def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
                  batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """Raw predictions of the soft model: every split relaxed to ``sigmoid((x - border) / temperature)``.
 
@@ -299,7 +297,7 @@ def soft_predict(ens: ObliviousEnsemble | TreeEnsemble, X: Any, temperature: Any
     return squeeze_outputs(out, ens.n_outputs)
 
 
-def soft_leaf_probabilities(ens: ObliviousEnsemble | TreeEnsemble, X: Any, temperature: Any, *,
+def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
                             batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """The probability that each row reaches each leaf of each tree in the soft model.
 
@@ -335,7 +333,7 @@ def soft_leaf_probabilities(ens: ObliviousEnsemble | TreeEnsemble, X: Any, tempe
     return out[:, : ens.n_trees]
 
 
-def soft_shap_values(ens: ObliviousEnsemble | TreeEnsemble, X: Any, temperature: Any, *,
+def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
                      batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """Path-dependent SHAP values of the soft model (see :func:`soft_predict`).
 

@@ -3,8 +3,8 @@ public functions, with the one dispatch of its kernels by layout (:data:`KERNELS
 
 Every SHAP variant of a tree is the Shapley value of a game whose value ``v(S)`` for a coalition
 ``S`` of the tree's features and a row ``x`` depends on the method; a model's values are the sum
-over its trees, times its scale (``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i) -
-v(S))`` over a tree's n distinct features):
+over its trees, times its scale (``phi_i = sum_{S not i} |S|! (m - |S| - 1)! / m! (v(S + i) -
+v(S))`` over a tree's m distinct features):
 
 * ``"path_dependent"``: Lundberg's TreeSHAP value function (Lundberg, Erion et al. 2020, "From
   local explanations to global understanding with explainable AI for trees", Algorithm 1):
@@ -84,7 +84,8 @@ def general(ens: Any, method: Any = "path_dependent", fn_name: str = "shap_value
                          f"grow as 4**depth); got {ens.depth}: use 'path_dependent' or 'interventional'")
     return from_oblivious(ens)
 
-def _layout(ens: Any, method: Any, background: Any, fn_name: str) -> tuple[Ensemble, ShapKernels]:
+
+def layout_kernels(ens: Any, method: Any, background: Any, fn_name: str) -> tuple[Ensemble, ShapKernels]:
     """``(ens, its layout's kernels)`` once the method and background are checked; an oblivious
     model too deep for tables as general trees (:func:`general`)."""
     check_model(ens, fn_name)
@@ -115,14 +116,15 @@ def _check_method(method: Any, background: Any, methods: tuple[str, ...], fn_nam
             f"with method={method!r} (drop it, or pass method='interventional')"
         )
 
+
 def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", background: Any = None,
                 batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """SHAP values of every row, in raw score space.
 
     Each tree's attributions are tabulated per leaf once; each row then costs one gather per
     tree. The methods differ in the value ``v(S)`` of a coalition S of a tree's features for a
-    row ``x``, and each tree's values ``phi_i = sum_{S not i} |S|! (n - |S| - 1)! / n! (v(S + i)
-    - v(S))`` over its n distinct features are summed over the trees:
+    row ``x``, and each tree's values ``phi_i = sum_{S not i} |S|! (m - |S| - 1)! / m! (v(S + i)
+    - v(S))`` over its m distinct features are summed over the trees:
 
     * ``"path_dependent"``: TreeSHAP (Lundberg et al. 2020, "From local explanations to global
       understanding with explainable AI for trees", Algorithm 1): ``x`` is followed at splits on
@@ -174,11 +176,8 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
         >>> np.allclose(phi.sum(1) + base, ens.predict(X), rtol=1e-5, atol=1e-3)
         True
     """
-    fn_name = "shap_values"
-    ens, kernels = _layout(ens, method, background, fn_name)
-    x, background = _rows(ens, X, background, fn_name)
-    plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, progress=progress)
+    return _values(ens, X, method=method, background=background, batch_size=batch_size, devices=devices,
+                   fn_name="shap_values", progress=progress)
 
 
 def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
@@ -217,11 +216,18 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
         >>> np.allclose(mean_abs, np.abs(jaximp.shap_values(ens, X)).mean(0), rtol=1e-5, atol=1e-5)
         True
     """
-    fn_name = "shap_importance"
-    ens, kernels = _layout(ens, method, background, fn_name)
+    return _values(ens, X, method=method, background=background, batch_size=batch_size, devices=devices,
+                   fn_name="shap_importance", reduce=True, progress=progress)
+
+
+def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int | None, devices: Any,
+            fn_name: str, reduce: bool = False, progress: bool = True) -> Any:
+    """SHAP values ``[N, F(, K)]``, or with ``reduce`` their mean |.| ``[F(, K)]``: the layout's
+    plan, then its values."""
+    ens, kernels = layout_kernels(ens, method, background, fn_name)
     x, background = _rows(ens, X, background, fn_name)
     plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=True,
+    return kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
                           progress=progress)
 
 
@@ -256,7 +262,7 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
         True
     """
     fn_name = "expected_value"
-    ens, kernels = _layout(ens, method, background, fn_name)
+    ens, kernels = layout_kernels(ens, method, background, fn_name)
     background = None if background is None else as_features(background, ens, fn_name, "background")
     return kernels.expected(ens, method, background, fn_name=fn_name)
 
@@ -266,9 +272,9 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
     """SHAP interaction values (path-dependent), CatBoost ``ShapInteractionValues`` without the
     bias row and column.
 
-    Per tree, the Shapley interaction index of Lundberg et al. 2020 (eq. 11) over the tree's
+    Per tree, the Shapley interaction index of Lundberg et al. 2020 (eq. 11) over the tree's m
     distinct features with the path-dependent value function: ``Phi_ij = sum_{S without i, j}
-    |S|! (n - |S| - 2)! / (2 (n - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
+    |S|! (m - |S| - 2)! / (2 (m - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
     ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``. With
     categorical features the players are CatBoost's combination classes (the sets of columns a
     split reads), unpacked onto columns as CatBoost does; where a CTR combines several
@@ -303,6 +309,7 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
     return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values",
                          progress=progress)
 
+
 def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None = None,
                                 devices: Any = None, progress: bool = True) -> Any:
     """Mean absolute SHAP interaction value of every pair of features over the rows ``X``,
@@ -336,10 +343,11 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
     return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_importance",
                          reduce=True, progress=progress)
 
+
 def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
                   reduce: bool = False, progress: bool = True) -> Any:
     """Interaction values ``[N, F, F(, K)]``, or with ``reduce`` their mean |.| ``[F, F(, K)]``."""
-    ens, kernels = _layout(ens, "path_dependent", None, fn_name)
+    ens, kernels = layout_kernels(ens, "path_dependent", None, fn_name)
     x = as_features(X, ens, fn_name)
     return kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
                                 progress=progress)

@@ -1,0 +1,380 @@
+"""Plans of the SHAP row kernels of :class:`TreeEnsemble` models: what a kernel reads, computed
+once per model (and background), and how its loops walk it.
+
+A :class:`Plan` holds, per tree in chunks of trees, the nodes' splits and the
+:class:`~jaximp._shap.paths.Edges` from which a row's patterns at every leaf are built
+(:func:`row_patterns`), and per bucket of leaves by players per path (a
+:data:`~jaximp._shap.paths.Layout` chosen by a cost model, :func:`_layout`) a
+:class:`~jaximp._shap.games.Part`: the bucket's leaves of all trees in chunks of leaves, with
+their per-leaf tables where the bucket uses tables. A :class:`Step` sizes the kernel's loops
+(rows per step, trees per chunk of the patterns' loop, leaves per chunk of each bucket's loop)
+for a CPU cache's share on CPUs, for memory elsewhere. An interventional plan adds the
+background (:func:`interventional_plan`): the table buckets' tables from the background's
+pattern histograms, and the background rows in blocks for the deep buckets.
+
+Shapes: the legend of :mod:`jaximp._models` (T, L, D, M, K, E, B), and in words ``chunk`` (the
+trees of a chunk of trees), ``n_chunks``, a bucket's ``leaves`` per chunk and ``d`` its depth,
+``n`` the rows of a step and ``block`` the background rows of a block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from jaximp._leaves.tables import weight_sums
+from jaximp._leaves.trees import node_decisions
+from jaximp._models.ensemble import safe_div
+from jaximp._models.trees import TreeEnsemble
+from jaximp._rows.batching import resolve_devices, row_blocks, sum_rows
+from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group, path_table
+from jaximp._shap.paths import (
+    Edges,
+    Layout,
+    bucket,
+    bucket_leaves,
+    chunk_sizes,
+    flat_leaves,
+    interventional_costs,
+    path_costs,
+    path_players,
+    patterns,
+    plan_layout,
+    taken_slots,
+    tree_edges,
+    tree_paths,
+)
+
+MAX_TABLE_DEPTH = 12  # path and interventional tables hold 2**d floats per leaf; deeper: quadrature
+MAX_PAIR_DEPTH = 8  # interaction tables cost 4**d per leaf; deeper buckets: quadrature
+MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**d floats per leaf, within _TABLE_BYTES
+_TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table buckets turn to quadrature beyond
+_BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets count missed edges
+_BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
+_HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
+_CHUNK_FLOATS = 1 << 21  # per-step budget of [leaves, D, rows] intermediates: a CPU cache's share
+_PATTERN_INTS = 1 << 25  # a step's row patterns at every leaf of the model (128 MiB)
+_MIN_STEP_ROWS = 16
+# Elsewhere steps are bounded by memory, not caches: a larger budget and wider row steps (a bound
+# chosen without a GPU to measure on; GPU timings belong in scripts/BENCHMARKS.md)
+_ACCELERATOR_CHUNK_FLOATS = 1 << 26
+_ACCELERATOR_STEP_ROWS = 4096
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything a row kernel reads (a pytree).
+
+    Attributes:
+        node_features, node_borders, node_nan_right, node_categorical, node_categories: the
+            nodes' splits (``TreeEnsemble``'s fields), per tree in chunks of trees
+            ``[n_chunks, chunk, M, ...]``; the last two None without set-membership splits.
+        edges: the :class:`~jaximp._shap.paths.Edges` of the rows' patterns, in chunks of trees.
+        parts: per bucket of the kernel's :data:`~jaximp._shap.paths.Layout`, a
+            :class:`~jaximp._shap.games.Part` of its leaves of all trees in chunks of leaves
+            ``[n_chunks, leaves, ...]``.
+        background: the deep interventional buckets' background rows in blocks
+            ``(f32[n_blocks, block, E], f32[n_blocks, block])`` (:func:`_background_blocks`), or None.
+    """
+
+    node_features: Array
+    node_borders: Array
+    node_nan_right: Array
+    node_categorical: Array | None
+    node_categories: Array | None
+    edges: Edges
+    parts: tuple[Part, ...]
+    background: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """The static description of a plan (hashable: a static argument of the compiled kernels):
+    ``name`` ("path", "interventional" or "pairs"; "saabas" for a Saabas plan) and the buckets'
+    :data:`~jaximp._shap.paths.Layout`."""
+
+    name: str
+    layout: Layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """How a row kernel walks a plan: ``rows`` per step, ``trees`` per chunk of the patterns'
+    loop and, per bucket, ``leaves`` per chunk of its loop."""
+
+    rows: int
+    trees: int
+    leaves: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapPlan:
+    """What a row kernel of a :class:`TreeEnsemble`'s SHAP values reads, computed once per model
+    (and background): what ``jaximp.Explainer`` keeps.
+
+    Attributes:
+        kind: the kernel (``kind.name``: "path", "interventional", "pairs", or "saabas") and
+            its buckets of leaves.
+        arrays: the kernel's per-tree arrays and per-leaf tables (:class:`Plan`), or for
+            Saabas the leaf weights ``f32[T, L]`` of its cover-weighted means.
+        step_rows: rows per step of the kernel's loop (0 for Saabas).
+    """
+
+    kind: Kind
+    arrays: Any
+    step_rows: int
+
+
+# --------------------------------------------------------------------------------------------
+# Layouts and steps
+
+
+def _table_floats(name: str, n_outputs: int):
+    """A bucket's table floats per leaf, as a function of its depth."""
+    return {"path": lambda d: 1 << d, "interventional": lambda d: 3 << d,
+            "pairs": lambda d: (d * d * n_outputs) << d}[name]
+
+
+def _width(name: str, tables: bool, d: int, k: int) -> int:
+    """Floats per leaf and row that a step of a bucket of depth ``d`` holds (``k`` outputs)."""
+    if name == "pairs":
+        return d * d * k + d if tables else d * d * (k + 3) + 6 * d
+    if name == "interventional" and not tables:
+        return d * k + 3 * min(_BACKGROUND_BLOCK, 64) + 6 * d
+    return d * k + (3 if tables else 6) * d
+
+
+def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
+            n_rows: int | None = None) -> tuple[Layout, np.ndarray | None]:
+    """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
+    traced); tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
+    players = path_players(ens)
+    table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
+                   "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
+    rows = max(n_rows or 256, 1)
+    costs = ((lambda d: path_costs(d, rows)) if name != "interventional"
+             else lambda d: interventional_costs(d, n_background, rows))
+    layout = plan_layout(players, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
+                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs)
+    return layout, players
+
+
+def _step(ens: TreeEnsemble, kind: Kind, platform: str = "cpu") -> Step:
+    """The :class:`Step` of ``kind`` on ``platform``: the rows' patterns at every leaf within
+    :data:`_PATTERN_INTS` (rows halve down to :data:`_MIN_STEP_ROWS`), and each chunk's
+    intermediates within a CPU cache's share, elsewhere within memory."""
+    cpu = platform == "cpu"
+    rows, budget = (256, _CHUNK_FLOATS) if cpu else (_ACCELERATOR_STEP_ROWS, _ACCELERATOR_CHUNK_FLOATS)
+    most = _PATTERN_INTS if cpu else _ACCELERATOR_CHUNK_FLOATS
+    while rows > _MIN_STEP_ROWS and ens.n_trees * ens.n_leaves * rows > most:
+        rows //= 2
+    trees = int(max(1, min(ens.n_trees, budget // (4 * ens.n_nodes * rows))))
+    widths = tuple(_width(kind.name, b.tables, b.depth, ens.n_outputs) for b in kind.layout)
+    return Step(rows, trees, chunk_sizes(tuple(b.count for b in kind.layout), widths, budget / rows))
+
+
+def _platform(devices: Any, x: Any, fn_name: str) -> str:
+    """The platform the rows ``x`` will be explained on (``devices=``, else the rows' device)."""
+    if devices is None and isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        devices = list(x.devices())
+    return resolve_devices(devices, fn_name)[0].platform
+
+
+def rows_hint(x: Any) -> int | None:
+    """The number of rows ``x`` to explain, rounded down to a power of two in ``[64, 2**16]``
+    (layouts change only at those steps), or None when not known."""
+    n = getattr(x, "shape", (None,))[0]
+    return None if n is None else 1 << int(np.clip(int(n), 64, 1 << 16)).bit_length() - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a plan: the rows' patterns at its leaves
+
+
+def _slots(kind: Kind) -> int:
+    """The most slots of any bucket of ``kind``."""
+    return max((b.depth for b in kind.layout), default=0)
+
+
+def row_patterns(kind: Kind, plan: Plan, xt: Array) -> tuple[Array, Array | None]:
+    """``(i32[T L + 1, n], bool[T M, n] | None)``: the patterns of rows ``xt f32[E, n]`` over the
+    slots an int32 holds at every leaf of the (chunk-padded) trees, tree-major, and 0 at the
+    null leaf (``jaximp._shap.paths.flat_leaves``); and, for paths of more players than that,
+    the rows' decisions at every node."""
+    deep = _slots(kind) > _BIT_DEPTH
+
+    def one(chunk):
+        decisions = node_decisions(chunk, xt)
+        return patterns(chunk.edges, decisions, min(_slots(kind), _BIT_DEPTH)), decisions if deep else None
+
+    u, decisions = jax.lax.map(one, dataclasses.replace(plan, parts=(), background=None))  # [n_chunks, chunk, L(M), n]
+    u = u.reshape((-1,) + u.shape[3:])
+    u = jnp.concatenate([u, jnp.zeros_like(u[:1])])
+    return u, None if decisions is None else decisions.reshape((-1,) + decisions.shape[3:])
+
+
+def bucket_pattern(u: Array, part: Part, d: int) -> Array | None:
+    """``i32[groups, leaves, n]`` the patterns of a bucket's leaves ``part.leaves i32[groups,
+    leaves]`` over its ``d`` slots, from :func:`row_patterns`; None beyond an int32's bits."""
+    return u[part.leaves] & ((1 << d) - 1) if d <= _BIT_DEPTH else None
+
+
+def taken(part: Part, u: Array, decisions: Array | None, d: int) -> Array:
+    """``f32[1, leaves, d, n]`` ``jaximp._shap.paths.taken_slots`` of a chunk of a bucket
+    (grouped), from :func:`row_patterns`."""
+    return taken_slots(part.paths, bucket_pattern(u, part, d), None if decisions is None else decisions[None])
+
+
+# --------------------------------------------------------------------------------------------
+# Building a plan
+
+
+def _pad_trees(tree: Any, chunk: int) -> Any:
+    """Per-tree arrays ``[T, ...]`` zero-padded to whole chunks of ``chunk`` trees."""
+    return jax.tree_util.tree_map(lambda a: row_blocks(a, chunk).reshape((-1,) + a.shape[1:]), tree)
+
+
+def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
+    """``ens`` with ``leaf_weights = weights f32[T, L]`` and the values of the leaves of
+    negligible weight set to 0.
+
+    CatBoost's path-dependent recursion over non-symmetric trees
+    (``CalcNonObliviousInternalShapValuesForLeafRecursive``, catboost/libs/fstr/shap_values.cpp)
+    never enters a child whose subtree weight is ``FuzzyEquals(1 + w, 1)``, hot or cold, so such
+    leaves take no part in SHAP values or interactions. Trained weights rarely have them (and
+    their leaves are 0 then); weights counted on explained rows often do. Zeroing their values
+    drops exactly those leaves from the per-leaf tables, whose terms are linear in the value.
+    """
+    negligible = jnp.abs(weights) <= 1e-13 * jnp.minimum(jnp.abs(1.0 + weights), 1.0)
+    values = jnp.where(negligible[..., None], 0.0, ens.leaf_values).astype(ens.leaf_values.dtype)
+    weights = jnp.asarray(weights, jnp.result_type(float, weights))  # float64 weights stay float64
+    return dataclasses.replace(ens, leaf_weights=weights, leaf_values=values)
+
+
+@functools.partial(jax.jit, static_argnames=("trees", "layout", "table"))
+def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], *, trees: int, layout: Layout,
+          table: str = "") -> Plan:
+    """The plan of ``ens`` with covers from ``weights f32[T, L]``, ``trees`` per chunk of trees
+    and each bucket's ``leaves i32[n_chunks, leaves]`` (``jaximp._shap.paths.bucket_leaves``);
+    ``table``: "path" or "pairs" builds those tables in the buckets that use tables ("": none
+    yet)."""
+    paths = tree_paths(ens, weights)
+    edges = tree_edges(ens, paths)
+    paths = flat_leaves(_pad_trees(paths, trees), ens.n_nodes)  # [T L + 1, D]
+    values = _pad_trees(ens.scale * ens.leaf_values, trees)
+    values = jnp.concatenate([values.reshape(-1, values.shape[-1]), jnp.zeros_like(values[0, :1])])  # the null leaf's
+    parts = []
+    for b, index in zip(layout, leaves):
+        index = jnp.asarray(index)
+        entries = 0 if b.depth <= _BIT_DEPTH else ens.depth  # edges, where bit patterns do not hold the slots
+        part, value = bucket(paths, index, b.depth, entries), values[index]  # [n_chunks, leaves, d], [..., K]
+        if b.tables and table == "path":
+            data = jax.lax.map(lambda p: path_table(one_group(p))[0], part)
+        elif b.tables and table == "pairs":
+            data = jax.lax.map(lambda p: interaction_path_table(one_group(p))[0], part)
+            data = data[..., None] * value[:, :, None, None, None, :]
+        else:
+            data = jnp.zeros((index.shape[0], 0), jnp.float32)
+        parts.append(Part(part, value, data, index))
+    nodes = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_categorical, ens.node_categories,
+                 edges, ())
+    chunked = jax.tree_util.tree_map(lambda a: row_blocks(a, trees), nodes)  # [n_chunks, chunk, ...]
+    return dataclasses.replace(chunked, parts=tuple(parts))
+
+
+def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
+                n_background: int = 0, n_rows: int | None = None) -> ShapPlan:
+    """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
+    ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their platform sizes the steps),
+    with the tables of the path-dependent kinds built (``n_rows``: :func:`rows_hint`)."""
+    layout, players = _layout(ens, name, n_background, n_rows)
+    kind = Kind(name, layout)
+    step = _step(ens, kind, _platform(devices, x, fn_name))
+    n_trees = -(-ens.n_trees // step.trees) * step.trees
+    leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
+    model = covered(ens, weights) if name != "interventional" else ens
+    table = "" if name == "interventional" else name
+    return ShapPlan(kind, _plan(model, weights, leaves, trees=step.trees, layout=layout, table=table), step.rows)
+
+
+# --------------------------------------------------------------------------------------------
+# The background of an interventional plan
+
+
+def _background_blocks(background: np.ndarray, n_leaves: int) -> tuple[Array, Array]:
+    """``(f32[n_blocks, block, E], f32[n_blocks, block])`` background rows in blocks, weights
+    ``1 / B`` (0 on padding); a block's patterns at the model's ``n_leaves`` leaves within
+    :data:`_PATTERN_INTS`."""
+    b = len(background)
+    size = min(_BACKGROUND_BLOCK, b, max(_MIN_STEP_ROWS, _PATTERN_INTS // max(n_leaves, 1)))
+    rows = jnp.asarray(background, jnp.float32)  # traced rows too
+    return row_blocks(rows, size), row_blocks(jnp.full(b, 1.0 / b, jnp.float32), size)
+
+
+def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Array, Array], *,
+                              block: int, kind: Kind) -> tuple[Array, ...]:
+    """Per table bucket, ``f32[n_chunks, leaves, 2**d]`` weight of the rows ``(x, weight)`` per
+    leaf pattern. The patterns of all the step's rows are built and counted by one scatter (a
+    scatter inside XLA's loop runs ten times slower on CPU), so steps are kept to
+    :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
+    ens, plan = params
+    x, weight = jnp.asarray(rows[0]), jnp.asarray(rows[1])
+    u, _ = row_patterns(kind, plan, x.T)  # [T L + 1, n]
+    out = []
+    for b, part in zip(kind.layout, plan.parts):
+        if b.tables:
+            ub = bucket_pattern(u, part, b.depth)  # [n_chunks, leaves, n]
+            n_leaves = ub.shape[0] * ub.shape[1]
+            index = (jnp.arange(n_leaves, dtype=jnp.int32).reshape(ub.shape[:2] + (1,)) << b.depth) + ub
+            counts = weight_sums(index, weight, n_leaves << b.depth)
+            out.append(counts.reshape(ub.shape[:2] + (1 << b.depth,)))
+    return tuple(out)
+
+
+def _histogram_batch(ens: TreeEnsemble, batch_size: int | None) -> int:
+    """Background rows per step of :func:`_pattern_histogram_kernel`: at most
+    :data:`_HISTOGRAM_INTS` patterns (and ``batch_size``)."""
+    rows = 1 << max(6, (_HISTOGRAM_INTS // max(ens.n_trees * ens.n_leaves, 1)).bit_length() - 1)
+    return rows if batch_size is None else min(rows, batch_size)
+
+
+@functools.partial(jax.jit, static_argnames=("layout",))
+def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout: Layout) -> Plan:
+    """``plan`` with the table buckets' tables built from their background pattern histograms
+    ``f32[n_chunks, leaves, 2**d]`` (``jaximp._shap.games.interventional_table``)."""
+    parts, tables = list(plan.parts), iter(histograms)
+    for i, b in enumerate(layout):
+        if b.tables:
+            histogram = next(tables)  # [n_chunks, leaves, 2**d]
+            dist = safe_div(histogram, jnp.sum(histogram, axis=-1, keepdims=True), 0.0)
+            table = interventional_table(dist.reshape(-1, dist.shape[-1]), b.depth)
+            parts[i] = dataclasses.replace(parts[i], table=table.reshape(dist.shape[:2] + table.shape[1:]))
+    return dataclasses.replace(plan, parts=tuple(parts))
+
+
+def interventional_plan(ens: TreeEnsemble, background: Any, *, x: Any, batch_size: int | None, devices: Any,
+                        fn_name: str) -> ShapPlan:
+    """The interventional plan of ``ens`` over checked background rows ``f32[B, E]``, for the
+    rows ``x`` (:func:`kernel_plan`): per-leaf tables of the background's pattern distribution
+    in the table buckets, the background rows in blocks for the others."""
+    if not isinstance(background, jax.Array):  # rows traced under jax.jit stay in JAX
+        background = np.asarray(background, np.float32)
+    shap_plan = kernel_plan(ens, "interventional", ens.leaf_weights, x=x, devices=devices, fn_name=fn_name,
+                            n_background=len(background), n_rows=rows_hint(x))
+    arrays, kind = shap_plan.arrays, shap_plan.kind
+    if any(not b.tables for b in kind.layout):
+        arrays = dataclasses.replace(arrays, background=_background_blocks(background, ens.n_trees * ens.n_leaves))
+    if any(b.tables for b in kind.layout):
+        histograms = sum_rows(_pattern_histogram_kernel, (ens, arrays),
+                              (background, np.ones(len(background), np.float32)),
+                              batch_size=_histogram_batch(ens, batch_size), devices=devices, fn_name=fn_name,
+                              kind=kind)
+        arrays = _interventional_tables(arrays, histograms, layout=kind.layout)
+    return dataclasses.replace(shap_plan, arrays=arrays)
