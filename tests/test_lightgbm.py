@@ -337,7 +337,7 @@ def test_bucket_leaves_hold_every_leaf_once():
 def test_deep_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
     """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
     leaf and in the default layout's buckets of their own depths."""
-    import jaximp._shap.trees as tree_shap
+    import jaximp._shap.tree_plans as tree_shap
 
     booster, X = deep_booster()
     layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)

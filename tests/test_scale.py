@@ -407,7 +407,7 @@ def test_importances_with_targets_live_where_the_rows_are(ensemble):
 def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch, tmp_path_factory):
     """TreeEnsemble SHAP sizes its steps for CPU caches on CPUs only; the accelerator choice (wider
     row steps, more trees per chunk), run here on the CPU, gives the same values."""
-    from jaximp._shap import trees as _tree_shap
+    from jaximp._shap import tree_plans as _tree_shap
 
     ens, X = tree_model(tmp_path_factory)
     kind = _tree_shap.Kind("path", _tree_shap._layout(ens, "path")[0])

@@ -338,7 +338,7 @@ def test_interaction_values_against_catboost(case):
 @pytest.fixture
 def no_tables(monkeypatch):
     """Force the deep-tree kernels (quadrature, count formula) on shallow trees."""
-    import jaximp._shap.trees as tree_shap
+    import jaximp._shap.tree_plans as tree_shap
 
     monkeypatch.setattr(tree_shap, "MAX_TABLE_DEPTH", 0)
     monkeypatch.setattr(tree_shap, "MAX_PAIR_DEPTH", 0)
@@ -355,7 +355,7 @@ DEEP_DEFAULT = {("Depthwise", False, True), ("Lossguide", True, True), ("Lossgui
 def test_deep_kernels_brute_force(no_tables, monkeypatch, bits, grow_policy, interventional):
     """The deep kernels against brute-force Shapley on tiny trees, with the rows' slot bits read
     from int32 patterns or counted over the path's edges (trees deeper than 30)."""
-    import jaximp._shap.trees as tree_shap
+    import jaximp._shap.tree_plans as tree_shap
 
     if not bits:
         monkeypatch.setattr(tree_shap, "_BIT_DEPTH", 0)

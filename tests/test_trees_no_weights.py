@@ -10,7 +10,7 @@ JSON file; ``model.get_leaf_weights()`` then returns uninitialised memory.)
 Oracle: CatBoost's ``get_feature_importance`` on that model. Its numbers are path-dependent SHAP
 with the leaf counts of the explained rows, except that its recursion over non-symmetric trees
 (``CalcNonObliviousInternalShapValuesForLeafRecursive``, shap_values.cpp) never enters a child
-of zero weight: leaves no explained row reaches drop out (``jaximp._shap.trees.covered``). Without
+of zero weight: leaves no explained row reaches drop out (``jaximp._shap.tree_plans.covered``). Without
 that rule the values differ by up to ~0.2 (``test_unreached_leaves_drop_out``).
 
 Tolerance: float32 tables against CatBoost's float64, values of magnitude ~1-5 (PVC ~100):

@@ -31,7 +31,8 @@ import numpy as np
 from jax import Array
 
 from jaximp._importances.scoring import ModelLoss, as_targets, model_loss
-from jaximp._leaves.oblivious import leaf_prediction, map_leaves
+from jaximp._leaves.oblivious import map_leaves
+from jaximp._leaves.tables import leaf_prediction
 from jaximp._leaves.trees import predict_kernel
 from jaximp._models.ensemble import Ensemble, check_model, to_columns
 from jaximp._rows.batching import is_traced, like_rows, on_device, weighted_sums

@@ -35,7 +35,8 @@ from jax import Array
 
 from jaximp._importances.permutation_kernel import KernelSetup
 from jaximp._importances.scoring import RowScore, block_sums
-from jaximp._leaves.oblivious import gather_leaf_values, leaf_dtype, quantize, tree_leaves_from_bins
+from jaximp._leaves.oblivious import leaf_dtype, quantize, tree_leaves_from_bins
+from jaximp._leaves.tables import leaf_prediction
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import map_rows, power_of_two_rows, resolve_devices, row_blocks
 
@@ -351,7 +352,7 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool,
         permuted = jnp.transpose(all_bins[block_rows[1]], (1, 2, 0))  # [n_sources, E, n]
         leaves = leaves_of(bins)
         n = leaves.shape[1]
-        raw = ens.scale * gather_leaf_values(ens.leaf_values, leaves[:-1]) + ens.bias  # [n, K]
+        raw = leaf_prediction(ens, leaves[:-1])  # [n, K]
 
         def place(running, slots):  # one place of every chunk: [K, n_chunks, n] running sums
             running = running + increment(slots, leaves)

@@ -23,7 +23,8 @@ from jax import Array
 
 from jaximp._importances.permutation_kernel import KernelSetup
 from jaximp._importances.scoring import RowScore, block_sums
-from jaximp._leaves.trees import leaf_outputs, leaves_of
+from jaximp._leaves.tables import leaf_prediction
+from jaximp._leaves.trees import leaves_of
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import map_blocks, power_of_two_rows, row_blocks
 
@@ -58,7 +59,7 @@ def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Arra
 
         def one_group(mask):  # bool[E] -> f32[n, n_sources, K]
             mixed = jnp.where(mask, theirs, mine[:, None, :]).reshape(-1, x.shape[1])
-            return leaf_outputs(ens, leaves_of(ens, mixed)).reshape(o.shape[0], repeats, -1)
+            return leaf_prediction(ens, leaves_of(ens, mixed)).reshape(o.shape[0], repeats, -1)
 
         out = jax.lax.map(one_group, masks)  # [G + 1, n, n_sources, K]
         if score is not None:
