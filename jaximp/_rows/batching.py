@@ -244,19 +244,8 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
             bar.close()
 
 
-def map_rows(
-    kernel: Callable,
-    params: Any,
-    rows: Any,
-    *,
-    batch_size: int | None,
-    devices: Any,
-    fn_name: str,
-    host_dtype: Any = None,
-    row_floats: int = 0,
-    progress: bool = True,
-    **static: Any,
-) -> Any:
+def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,
+             host_dtype: Any = None, row_floats: int = 0, progress: bool = True, **static: Any) -> Any:
     """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
 
     Args:
@@ -324,16 +313,8 @@ def _on_device(steps: Any, n: int, dtype: Any) -> Any:
     return jax.tree_util.tree_map(lambda a: a[:n] if dtype is None else a[:n].astype(dtype), joined)
 
 
-def sum_rows(
-    kernel: Callable,
-    params: Any,
-    rows: Any,
-    *,
-    batch_size: int | None,
-    devices: Any,
-    fn_name: str,
-    **static: Any,
-) -> Any:
+def sum_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,
+             **static: Any) -> Any:
     """Sum over padded steps of ``kernel(params, rows, *, block, **static)``, a per-step reduction.
 
     The reduction counterpart of :func:`map_rows` (same steps, padding and sharding): the kernel
@@ -385,18 +366,8 @@ def weighted_sums(kernel: Callable, params: Any, rows: Any, weight: Any, *, batc
                       inner_static=tuple(sorted(static.items())), absolute=absolute)
 
 
-def sum_blocks(
-    kernel: Callable,
-    params: Any,
-    rows: Any,
-    *,
-    batch_size: int | None,
-    devices: Any,
-    fn_name: str,
-    row_floats: int = 0,
-    progress: bool = True,
-    **static: Any,
-) -> Any:
+def sum_blocks(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any,
+               fn_name: str, row_floats: int = 0, progress: bool = True, **static: Any) -> Any:
     """The float64 sum of per-block sums: ``kernel`` returns, per step, arrays ``[n_blocks, ...]``
     (one sum per block of rows), and only those come back to the host, where they are added in
     float64 one after another in row order.
@@ -420,18 +391,8 @@ def sum_blocks(
     return total
 
 
-def mean_abs_rows(
-    kernel: Callable,
-    params: Any,
-    rows: Any,
-    *,
-    batch_size: int | None,
-    devices: Any,
-    fn_name: str,
-    row_floats: int = 0,
-    progress: bool = True,
-    **static: Any,
-) -> Any:
+def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any,
+                  fn_name: str, row_floats: int = 0, progress: bool = True, **static: Any) -> Any:
     """The mean over rows of ``|kernel(params, rows)|``, without the per-row result for all rows.
 
     Each step sums its rows' ``|kernel|`` per block on the device; the blocks' sums are added
