@@ -207,6 +207,14 @@ CATBOOST_TREES = [  # (kind, grow_policy, depth, max_leaves, nan_mode): catboost
 ]
 
 
+IMPORTANCE_TREES = [  # (kind, grow_policy, depth, max_leaves, nan_mode): the grid of the importances, on 500 rows
+    ("regression", "Depthwise", 6, None, "Min"),
+    ("regression", "Lossguide", 10, 64, "Max"),
+    ("binary", "Lossguide", 8, 20, "Min"),
+    ("multiclass", "Depthwise", 5, None, "Max"),
+]
+
+
 @functools.cache
 def catboost_trees(kind, grow_policy, depth, max_leaves=None, nan_mode="Min", *, iterations=12, n=600,
                    n_features=6, learning_rate=0.3, thread_count=1, strip_weights=False):

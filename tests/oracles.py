@@ -509,7 +509,7 @@ def row_draws(random_state, n_repeats, n_rows, n_samples):
 
 
 def _rows(X, rows):
-    return X.iloc[rows].reset_index(drop=True) if isinstance(X, pd.DataFrame) else X[rows]
+    return X.iloc[rows].reset_index(drop=True) if isinstance(X, (pd.DataFrame, pd.Series)) else X[rows]
 
 
 def permutation_importances(X, score, draws, groups):
@@ -527,6 +527,16 @@ def permutation_importances(X, score, draws, groups):
                 permuted[:, columns] = X[source][:, columns]
             out[g, r] = base - score(rows, permuted)
     return out
+
+
+def catboost_loss_score(model, metric, y, w=None, cat_features=None):
+    """``score(rows, X[rows])``: minus CatBoost's ``eval_metrics`` of ``metric`` on the rows
+    (targets ``y[rows]``, weights ``w[rows]``), CatBoost predicting them."""
+    def score(rows, X_rows):
+        data = catboost.Pool(X_rows, y[rows], weight=None if w is None else w[rows], cat_features=cat_features)
+        return -model.eval_metrics(data, [metric])[metric][-1]
+
+    return score
 
 
 def model_loss(loss, y, raw, w=None):

@@ -29,6 +29,7 @@ from models import (
     CATBOOST_TREES,
     CATEGORICAL,
     CATEGORICAL_TREES,
+    IMPORTANCE_TREES,
     XGBOOST,
     catboost_categorical,
     catboost_categorical_trees,
@@ -331,17 +332,9 @@ def test_interaction_of_oblivious_categorical_models(name):
     np.testing.assert_array_equal(matrix, matrix.T)
 
 
-INTERACTION_TREES = (  # (kind, grow_policy, depth, max_leaves, nan_mode) on 500 rows
-    ("regression", "Depthwise", 6, None, "Min"),
-    ("regression", "Lossguide", 10, 64, "Max"),
-    ("binary", "Lossguide", 8, 20, "Min"),
-    ("multiclass", "Depthwise", 5, None, "Max"),
-)
-
-
 def _interaction_trees(index):
     """Numeric Depthwise and Lossguide models: every pair of columns is counted."""
-    fitted = catboost_trees(*INTERACTION_TREES[index], n=500)
+    fitted = catboost_trees(*IMPORTANCE_TREES[index], n=500)
     return fitted, True
 
 
@@ -352,8 +345,8 @@ def _interaction_categorical_trees(name):
 
 
 @pytest.mark.parametrize("build, arg", [
-    pytest.param(_interaction_trees, i, id="-".join(map(str, INTERACTION_TREES[i][:3])))
-    for i in range(len(INTERACTION_TREES))] + [
+    pytest.param(_interaction_trees, i, id="-".join(map(str, IMPORTANCE_TREES[i][:3])))
+    for i in range(len(IMPORTANCE_TREES))] + [
     pytest.param(_interaction_categorical_trees, name, id=f"categorical-{name}") for name in CATEGORICAL_TREES])
 def test_interaction_of_non_symmetric_models(build, arg):
     """CatBoost's Interaction and its depth-first walk transcribed over the JSON trees. CatBoost
@@ -392,7 +385,7 @@ def test_interaction_of_ctrs_over_combinations(name):
 
 
 def test_interaction_is_differentiable_and_handles_stumps():
-    ens = catboost_trees(*INTERACTION_TREES[0], n=500).ens
+    ens = catboost_trees(*IMPORTANCE_TREES[0], n=500).ens
     grad = jax.grad(lambda v: interaction(ens.__class__(**{**ens.__dict__, "leaf_values": v}))[0, 1])(
         ens.leaf_values)
     assert grad.shape == ens.leaf_values.shape and np.isfinite(np.asarray(grad)).all()
