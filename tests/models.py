@@ -231,6 +231,12 @@ def catboost_trees(kind, grow_policy, depth, max_leaves=None, nan_mode="Min", *,
     return Fitted(model=reloaded, ens=jaximp.from_catboost(path), X=X, y=y, trained=model, json=model_json, path=path)
 
 
+def depthwise_multiclass() -> Fitted:
+    """A Depthwise MultiClass model (8 trees of depth 4 over 5 features, 500 rows with 5% NaN):
+    the non-symmetric layout of the tests of scale and files."""
+    return catboost_trees("multiclass", "Depthwise", 4, None, None, iterations=8, n=500, n_features=5)
+
+
 def from_json(model_json: dict):
     """``jaximp.from_catboost`` of a JSON model given as a dict (through a file, as a user has it)."""
     return jaximp.from_catboost(write_json(model_json))

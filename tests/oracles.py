@@ -48,6 +48,11 @@ def assert_close(got, expected, rtol=1e-5, atol=None, floor=1.0):
     np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=rtol, atol=atol * magnitude)
 
 
+def mean_abs(values):
+    """Mean absolute values over the rows (axis 0) in float64: a global importance."""
+    return np.abs(np.asarray(values, np.float64)).mean(0)
+
+
 # Shapley values by enumeration ------------------------------------------------------------------
 
 
