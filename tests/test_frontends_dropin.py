@@ -19,22 +19,11 @@ from __future__ import annotations
 import functools
 
 import catboost
+import models
 import numpy as np
 import oracles
 import pandas as pd
 import pytest
-from models import (
-    CAT,
-    CATEGORICAL_TREES,
-    catboost_categorical_trees,
-    explained,
-    json_reloaded,
-    make_data,
-    make_frame,
-    make_target,
-    pool,
-    train,
-)
 
 import jaximp
 from jaximp import get_feature_importance
@@ -47,14 +36,14 @@ N_ROWS, N_REFERENCE = 12, 8
 
 def _numeric(kind):
     def build():
-        model, X, y, _ = train(kind)
+        model, X, y, _ = models.train(kind)
         return model, X, y
     return build
 
 
 def _named():
     """A regression model trained on a DataFrame with column names (interaction_indices by name)."""
-    model, X, y, _ = train("regression")
+    model, X, y, _ = models.train("regression")
     frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
     named = catboost.CatBoost(dict(loss_function="RMSE", depth=3, iterations=8, random_seed=0,
                                    verbose=0, thread_count=1, allow_writing_files=False))
@@ -66,11 +55,11 @@ def _categorical(kind):
     """A model with one-hot and CTR splits on raw categorical columns (frames and Pools with
     cat_features, which jaximp reads through CatBoost's own leaf indices)."""
     def build():
-        frame = make_frame(300, seed=0)
-        y = make_target(frame, kind)
+        frame = models.make_frame(300, seed=0)
+        y = models.make_target(frame, kind)
         model = catboost.CatBoost(dict(loss_function={"binary": "Logloss", "multiclass": "MultiClass"}[kind],
                                        iterations=8, depth=4, random_seed=0, verbose=0, thread_count=1,
-                                       allow_writing_files=False, cat_features=CAT, one_hot_max_size=4,
+                                       allow_writing_files=False, cat_features=models.CAT, one_hot_max_size=4,
                                        max_ctr_complexity=1))
         return model.fit(frame, y), frame, y
     return build
@@ -101,7 +90,7 @@ def model_of(name):
 
 def pools(name):
     model, X, y = model_of(name)
-    cats = CAT if isinstance(X, pd.DataFrame) and "c0" in X else None
+    cats = models.CAT if isinstance(X, pd.DataFrame) and "c0" in X else None
     data = catboost.Pool(X[:N_ROWS], y[:N_ROWS], cat_features=cats)
     reference = catboost.Pool(X[100 : 100 + N_REFERENCE], cat_features=cats)
     return model, data, reference
@@ -310,7 +299,7 @@ def test_cache_builds_once_and_rebuilds_after_refit(monkeypatch):
     calls = []
     real = _dropin.from_catboost
     monkeypatch.setattr(_dropin, "from_catboost", lambda m, **kw: calls.append(1) or real(m, **kw))
-    model, X, y, _ = train("regression", iterations=3)
+    model, X, y, _ = models.train("regression", iterations=3)
     model = model.copy()
     get_feature_importance(model)
     get_feature_importance(model, catboost.Pool(X[:3]), type="ShapValues")
@@ -405,10 +394,10 @@ def test_numeric_non_symmetric_models():
     """get_feature_importance of a freshly trained Depthwise model object: CatBoost's layouts, and
     the numbers of that model reloaded from its JSON export (CatBoost's trained-model walk for
     Interaction and its SHAP differ, see jaximp._importances.interaction_trees)."""
-    X, y = make_data("regression", n=300, nan_fraction=0.05)
+    X, y = models.make_data("regression", n=300, nan_fraction=0.05)
     trained_model = catboost.CatBoostRegressor(iterations=8, depth=5, grow_policy="Depthwise", random_seed=0,
                                                verbose=0, thread_count=1, allow_writing_files=False).fit(X, y)
-    _, model, _ = json_reloaded(trained_model)
+    _, model, _ = models.json_reloaded(trained_model)
     data = catboost.Pool(X, y)
     for kind in ("LossFunctionChange", "PredictionValuesChange"):
         np.testing.assert_allclose(get_feature_importance(trained_model, data, type=kind),
@@ -434,10 +423,10 @@ def test_numeric_non_symmetric_models():
 def test_categorical_non_symmetric_models(name):
     """get_feature_importance of the freshly trained model object gives the numbers of the model
     reloaded from its JSON export, CatBoost's layouts included."""
-    fitted = catboost_categorical_trees(name)
+    fitted = models.catboost_categorical_trees(name)
     model, reloaded = fitted.trained, fitted.model
-    frame, y = explained(CATEGORICAL_TREES[name][0])
-    data = pool(frame, y)
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
+    data = models.pool(frame, y)
     oracles.assert_close(get_feature_importance(model, data, type="LossFunctionChange"),
                          reloaded.get_feature_importance(data, type="LossFunctionChange"))
     rows = get_feature_importance(model, type="Interaction")
@@ -456,30 +445,30 @@ def test_a_categorical_pool_of_non_symmetric_models(name):
     """CatBoost evaluates the Pool's splits for jaximp (a probe model over every split, since a
     non-symmetric tree's leaf only tells the splits on its path), and the drop-in gives the
     JSON-reloaded model's numbers; interventional values equal jaximp's on the raw frames."""
-    fitted = catboost_categorical_trees(name)
+    fitted = models.catboost_categorical_trees(name)
     model, reloaded, ens = fitted.trained, fitted.model, fitted.ens
-    frame, y = explained(CATEGORICAL_TREES[name][0])
-    data = pool(frame, y)
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
+    data = models.pool(frame, y)
     for kind, kw in (("ShapValues", {}), ("ShapValues", dict(shap_calc_type="Approximate")),
                      ("PredictionValuesChange", {}), ("ShapInteractionValues", {})):
         oracles.assert_close(get_feature_importance(model, data, type=kind, **kw),
                              reloaded.get_feature_importance(data, type=kind, **kw))
     background = frame.iloc[::8]
-    got = get_feature_importance(model, data, type="ShapValues", reference_data=pool(background))
+    got = get_feature_importance(model, data, type="ShapValues", reference_data=models.pool(background))
     phi = np.asarray(jaximp.shap_values(ens, frame, method="interventional", background=background))
     np.testing.assert_array_equal(np.moveaxis(got, 1, 2)[..., :-1, :] if phi.ndim == 3 else got[:, :-1], phi)
 
 
 def test_probe_bins_decide_every_node_as_the_featurizer():
-    fitted = catboost_categorical_trees("lossguide_mixed")
+    fitted = models.catboost_categorical_trees("lossguide_mixed")
     model, ens = fitted.trained, fitted.ens
-    frame, _ = explained("multiclass")
-    probed = np.asarray(evaluated_from_pool(model, ens, pool(frame)))
+    frame, _ = models.explained("multiclass")
+    probed = np.asarray(evaluated_from_pool(model, ens, models.pool(frame)))
     featurized = np.asarray(as_features(frame, ens, "test"))
     j = np.asarray(ens.node_borders)
     real = np.isfinite(j)
     feature = np.asarray(ens.node_features)[real]
     np.testing.assert_array_equal(probed[:, feature] > j[real], featurized[:, feature] > j[real])
-    other = catboost_categorical_trees("depthwise_ctr").trained
+    other = models.catboost_categorical_trees("depthwise_ctr").trained
     with pytest.raises(ValueError, match="not the one the ensemble was imported from"):
-        evaluated_from_pool(other, ens, pool(frame))
+        evaluated_from_pool(other, ens, models.pool(frame))

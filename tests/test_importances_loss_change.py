@@ -15,25 +15,9 @@ import dataclasses
 
 import catboost
 import jax
+import models
 import numpy as np
 import pytest
-from models import (
-    CATEGORICAL,
-    CATEGORICAL_TREES,
-    IMPORTANCE_TREES,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_combinations,
-    catboost_trees,
-    explained,
-    from_json,
-    library_categorical,
-    make_data,
-    pool,
-    sample_weights,
-    summed,
-    train,
-)
 from oracles import assert_close, lightgbm_contributions, model_loss, raw_output, xgboost_contributions
 from scipy.special import expit
 
@@ -61,12 +45,12 @@ class Case:
 
 
 def _oblivious(kind, weighted):
-    model, X, y, w = train(kind, weighted=weighted)
+    model, X, y, w = models.train(kind, weighted=weighted)
     return Case(jaximp.from_catboost(model), model, X, y, lambda w: catboost.Pool(X, y, weight=w), (w,))
 
 
 def _other_loss(loss):
-    X, y = make_data("binary" if loss == "CrossEntropy" else "regression")
+    X, y = models.make_data("binary" if loss == "CrossEntropy" else "regression")
     if loss == "CrossEntropy":
         y = np.clip(expit(X[:, 0] * 2), 0.05, 0.95)  # probabilistic targets
     model = catboost.CatBoost({"loss_function": loss, "iterations": 20, "depth": 3, "random_seed": 0, "verbose": 0,
@@ -75,29 +59,29 @@ def _other_loss(loss):
 
 
 def _summed(kind):
-    model, X, y = summed(kind)
+    model, X, y = models.summed(kind)
     return Case(jaximp.from_catboost(model), model, X, y, lambda w: catboost.Pool(X, y))
 
 
 def _catboost_trees(index):
-    fitted = catboost_trees(*IMPORTANCE_TREES[index], n=500)
+    fitted = models.catboost_trees(*models.IMPORTANCE_TREES[index], n=500)
     X, y = fitted.X, fitted.y
     return Case(fitted.ens, fitted.model, X, y, lambda w: catboost.Pool(X, y, weight=w),
-                (None, sample_weights(len(X))), batch_size=37)
+                (None, models.sample_weights(len(X))), batch_size=37)
 
 
 def _catboost_categorical(name):
-    fitted = catboost_categorical(name)
-    frame, y = explained(CATEGORICAL[name][0])
-    return Case(fitted.ens, fitted.model, frame, y, lambda w: pool(frame, y), relative=True)
+    fitted = models.catboost_categorical(name)
+    frame, y = models.explained(models.CATEGORICAL[name][0])
+    return Case(fitted.ens, fitted.model, frame, y, lambda w: models.pool(frame, y), relative=True)
 
 
 def _catboost_categorical_trees(name):
-    fitted = catboost_categorical_trees(name)
-    frame, y = explained(CATEGORICAL_TREES[name][0])
+    fitted = models.catboost_categorical_trees(name)
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
 
     def data(w):
-        weighted = pool(frame, y)
+        weighted = models.pool(frame, y)
         if w is not None:
             weighted.set_weight(w)
         return weighted
@@ -110,10 +94,10 @@ def _catboost_categorical_trees(name):
 def _player_of_several_columns(name):
     """A CTR over two categorical columns is one player; its loss change goes to the columns of
     its class's first feature, as CatBoost's."""
-    fitted = catboost_combinations(name)
+    fitted = models.catboost_combinations(name)
     assert any(len(player) > 1 for player in fitted.ens.players)
-    frame, y = explained("binary")
-    return Case(fitted.ens, fitted.model, frame, y, lambda w: pool(frame, y), relative=True)
+    frame, y = models.explained("binary")
+    return Case(fitted.ens, fitted.model, frame, y, lambda w: models.pool(frame, y), relative=True)
 
 
 def _case(build, arg, name, default=True):
@@ -125,12 +109,13 @@ AGAINST_CATBOOST = (
      for weighted in (False, True) for kind in ("regression", "binary", "multiclass")]
     + [_case(_other_loss, (loss,), f"oblivious-{loss}") for loss in ("MAE", "CrossEntropy")]
     + [_case(_summed, ("regression",), "oblivious-summed-mixed-depths")]
-    + [_case(_catboost_trees, (i,), "trees-" + "-".join(map(str, IMPORTANCE_TREES[i][:3])), i in (2, 3))
-       for i in range(len(IMPORTANCE_TREES))]  # RMSE of TreeEnsembles by default: test_no_leaf_weights.py
+    + [_case(_catboost_trees, (i,), "trees-" + "-".join(map(str, models.IMPORTANCE_TREES[i][:3])), i in (2, 3))
+       for i in range(len(models.IMPORTANCE_TREES))]  # RMSE of TreeEnsembles by default: test_no_leaf_weights.py
     + [_case(_catboost_categorical, (name,), f"categorical-{name}")
        for name in ("one_hot", "ctr_types", "combinations_4", "categorical_pairs", "multiclass")]
     + [_case(_catboost_categorical_trees, (name,), f"categorical-trees-{name}",
-             name in ("depthwise_ctr", "lossguide_mixed")) for name in CATEGORICAL_TREES]  # a CTR model of each policy
+             name in ("depthwise_ctr", "lossguide_mixed"))  # a CTR model of each grow policy
+       for name in models.CATEGORICAL_TREES]
     + [_case(_player_of_several_columns, ("categorical_pairs",), "categorical-trees-player-of-several-columns")]
 )
 
@@ -154,7 +139,7 @@ def test_against_catboost(build, args):
 def test_multiregression_follows_the_definition():
     # CatBoost raises "Multi-dimensional target fstr is unimplemented yet"; the definition with
     # its MultiRMSE metric and its own SHAP values is the oracle.
-    model, X, y, w = train("multiregression", weighted=True)
+    model, X, y, w = models.train("multiregression", weighted=True)
     with pytest.raises(catboost.CatBoostError, match="Multi-dimensional target"):
         model.get_feature_importance(catboost.Pool(X, y, weight=w), type="LossFunctionChange")
     phi = model.get_feature_importance(catboost.Pool(X, y), type="ShapValues")  # [N, K, F + 1]
@@ -171,7 +156,7 @@ def test_multiregression_follows_the_definition():
 @pytest.mark.parametrize("case", ["xgboost-multi", "lightgbm-reg"])
 def test_categorical_libraries_follow_the_definition(case):
     """``M(y, raw - phi_f) - M(y, raw)`` with the library's raw output and its own SHAP values."""
-    fitted = library_categorical(case)
+    fitted = models.library_categorical(case)
     model, ens, df, y = fitted.model, fitted.ens, fitted.X, fitted.y
     out = raw_output(model, df).reshape(len(df), -1)
     phi = (xgboost_contributions(model, df, pred_contribs=True)[:, :-1] if case.startswith("xgboost")
@@ -182,7 +167,7 @@ def test_categorical_libraries_follow_the_definition(case):
 
 
 def test_batch_independent_and_bad_inputs():
-    model, X, y, _ = train("multiclass")
+    model, X, y, _ = models.train("multiclass")
     ens = jaximp.from_catboost(model)
     first = loss_function_change(ens, X, y)
     for batch_size in (37, 256):
@@ -206,7 +191,7 @@ def test_batch_independent_and_bad_inputs():
 def test_bad_inputs_of_tree_ensembles():
     """LossFunctionChange, permutation importance, Interaction and split statistics of a
     TreeEnsemble refuse what they cannot take."""
-    fitted = catboost_trees(*IMPORTANCE_TREES[0], n=500)
+    fitted = models.catboost_trees(*models.IMPORTANCE_TREES[0], n=500)
     ens, X, y = fitted.ens, fitted.X, fitted.y
     with pytest.raises(ValueError, match=r"loss_function_change: y must have shape \(500,\)"):
         loss_function_change(ens, X, y[:10])
@@ -225,6 +210,6 @@ def test_bad_inputs_of_tree_ensembles():
     no_loss = dict(fitted.json, model_info={k: v for k, v in fitted.json["model_info"].items()
                                             if k not in ("params", "loss_function")})
     with pytest.raises(ValueError, match="loss_function"):
-        loss_function_change(from_json(no_loss), X, y)
+        loss_function_change(models.from_json(no_loss), X, y)
     with pytest.raises(ValueError, match="split_importance: type must be one of"):
         jaximp.split_importance(ens, "mdi")

@@ -23,28 +23,9 @@ import json
 import catboost
 import jax
 import jax.numpy as jnp
+import models
 import numpy as np
 import pytest
-from models import (
-    CATBOOST_TREES,
-    CATEGORICAL,
-    CATEGORICAL_TREES,
-    IMPORTANCE_TREES,
-    XGBOOST,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_combinations,
-    catboost_trees,
-    explained,
-    library_categorical,
-    lightgbm_model,
-    make_data,
-    pool,
-    sklearn_model,
-    summed,
-    train,
-    xgboost_model,
-)
 from oracles import (
     assert_close,
     catboost_interaction,
@@ -89,7 +70,7 @@ def test_seed_iris_example():
      ("multiregression", 8, True), ("regression", 6, True)],
 )
 def test_pvc_of_oblivious_models(kind, depth, weighted):
-    model, X, y, _ = train(kind, depth=depth, iterations=12, weighted=weighted)
+    model, X, y, _ = models.train(kind, depth=depth, iterations=12, weighted=weighted)
     ens = jaximp.from_catboost(model)
     got = jaximp.prediction_values_change(ens)
     assert got.shape == (ens.n_features,) and got.dtype == jnp.float32
@@ -103,9 +84,9 @@ def test_pvc_of_oblivious_models(kind, depth, weighted):
 @pytest.mark.parametrize("kind", ["regression", "multiclass"])
 def test_pvc_with_data_recounts_leaf_weights(kind):
     """With a Pool, CatBoost recounts leaf weights from its rows (with the Pool's weights)."""
-    model, X, y, _ = train(kind, depth=5, iterations=15)
+    model, X, y, _ = models.train(kind, depth=5, iterations=15)
     ens = jaximp.from_catboost(model)
-    X_new, y_new = make_data(kind, n=300, seed=11)
+    X_new, y_new = models.make_data(kind, n=300, seed=11)
     w_new = np.random.default_rng(3).uniform(0.1, 2.0, size=len(X_new))
     expected = catboost_pvc(model, catboost.Pool(X_new, y_new))
     assert np.abs(expected - catboost_pvc(model)).max() > 1e-2  # new rows do change the result
@@ -122,7 +103,7 @@ def test_pvc_with_data_recounts_leaf_weights(kind):
 
 def test_pvc_training_rows_give_model_weights():
     """The model's leaf weights are its training rows' weights: X=train data reproduces X=None."""
-    model, X, _, w = train("regression", depth=4, iterations=10, weighted=True)
+    model, X, _, w = models.train("regression", depth=4, iterations=10, weighted=True)
     ens = jaximp.from_catboost(model)
     np.testing.assert_allclose(jaximp.prediction_values_change(ens, X, sample_weight=w),
                                jaximp.prediction_values_change(ens), rtol=RTOL, atol=ATOL)
@@ -130,12 +111,12 @@ def test_pvc_training_rows_give_model_weights():
 
 def test_pvc_class_weights_come_from_sample_weight():
     """CatBoost multiplies a labelled Pool's rows by the model's class weights."""
-    X, _ = make_data("binary", n=300, seed=2)
+    X, _ = models.make_data("binary", n=300, seed=2)
     y = (X[:, 0] > 0.8).astype(int)
     model = catboost.CatBoostClassifier(iterations=8, depth=4, auto_class_weights="Balanced", verbose=0,
                                         thread_count=1, random_seed=0, allow_writing_files=False).fit(X, y)
     ens = jaximp.from_catboost(model)
-    X_new, _ = make_data("binary", n=200, seed=12)
+    X_new, _ = models.make_data("binary", n=200, seed=12)
     y_new = (X_new[:, 0] > 0.8).astype(int)
     class_weights = np.asarray(model.get_all_params()["class_weights"])
     np.testing.assert_allclose(jaximp.prediction_values_change(ens, X_new, sample_weight=class_weights[y_new]),
@@ -155,27 +136,27 @@ class Reference:
 
 
 def _catboost_trees(index):
-    fitted = catboost_trees(*CATBOOST_TREES[index])
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[index])
     return Reference(fitted.ens, fitted.model)
 
 
 def _catboost_categorical(name):
-    fitted = catboost_categorical(name)
-    rows, _ = explained(CATEGORICAL[name][0])
-    return Reference(fitted.ens, fitted.model, rows, pool(rows))
+    fitted = models.catboost_categorical(name)
+    rows, _ = models.explained(models.CATEGORICAL[name][0])
+    return Reference(fitted.ens, fitted.model, rows, models.pool(rows))
 
 
 def _catboost_categorical_trees(name):
     """Per input column: a one-hot value or CTR of a column is credited to that column."""
-    fitted = catboost_categorical_trees(name)
-    frame, y = explained(CATEGORICAL_TREES[name][0])
-    return Reference(fitted.ens, fitted.model, frame, pool(frame, y))
+    fitted = models.catboost_categorical_trees(name)
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
+    return Reference(fitted.ens, fitted.model, frame, models.pool(frame, y))
 
 
-PVC = ([pytest.param(_catboost_trees, i, id=f"trees-case{i}") for i in range(len(CATBOOST_TREES))]
-       + [pytest.param(_catboost_categorical, name, id=f"categorical-{name}") for name in CATEGORICAL]
+PVC = ([pytest.param(_catboost_trees, i, id=f"trees-case{i}") for i in range(len(models.CATBOOST_TREES))]
+       + [pytest.param(_catboost_categorical, name, id=f"categorical-{name}") for name in models.CATEGORICAL]
        + [pytest.param(_catboost_categorical_trees, name, id=f"categorical-trees-{name}")
-          for name in CATEGORICAL_TREES])
+          for name in models.CATEGORICAL_TREES])
 
 
 @pytest.mark.parametrize("build, arg", PVC)
@@ -192,7 +173,7 @@ def test_pvc_against_catboost(build, arg):
 
 def test_pvc_gradient_matches_finite_difference():
     """jax.grad of a PVC entry w.r.t. leaf values equals the float64 central difference."""
-    model, X, _, _ = train("regression", depth=3, iterations=6)
+    model, X, _, _ = models.train("regression", depth=3, iterations=6)
     ens = jaximp.from_catboost(model)
     f = int(np.argmax(np.asarray(jaximp.prediction_values_change(ens))))
 
@@ -211,7 +192,7 @@ def test_pvc_gradient_matches_finite_difference():
     # through the data path (map_rows traced), and w.r.t. leaf weights with empty leaves
     via_rows = jax.grad(lambda v: jaximp.prediction_values_change(dataclasses.replace(ens, leaf_values=v), X)[f])
     np.testing.assert_allclose(via_rows(ens.leaf_values), grad, rtol=1e-4, atol=1e-6 * np.abs(grad).max())
-    mixed = jaximp.from_catboost(summed("regression", depths=(2, 5, 3))[0])
+    mixed = jaximp.from_catboost(models.summed("regression", depths=(2, 5, 3))[0])
     assert (np.asarray(mixed.leaf_weights) == 0).any()
     gw = jax.grad(lambda w: jaximp.prediction_values_change(dataclasses.replace(mixed, leaf_weights=w))[0])(
         mixed.leaf_weights)
@@ -223,11 +204,11 @@ def test_pvc_gradient_matches_finite_difference():
 
 @pytest.mark.parametrize("kind", ["regression", "multiclass", "multiregression"])
 def test_summed_mixed_depths(kind):
-    model, X, _ = summed(kind, depths=(2, 5, 3))
+    model, X, _ = models.summed(kind, depths=(2, 5, 3))
     ens = jaximp.from_catboost(model)
     assert not np.asarray(ens.split_mask).all()
     np.testing.assert_allclose(jaximp.prediction_values_change(ens), catboost_pvc(model), rtol=RTOL, atol=ATOL)
-    X_new, y_new = make_data(kind, n=200, seed=13)
+    X_new, y_new = models.make_data(kind, n=200, seed=13)
     np.testing.assert_allclose(jaximp.prediction_values_change(ens, X_new),
                                catboost_pvc(model, catboost.Pool(X_new, y_new)), rtol=RTOL, atol=ATOL)
     if kind != "multiclass":
@@ -240,7 +221,7 @@ def test_summed_mixed_depths(kind):
 
 
 def test_scale_and_bias_are_ignored():
-    model, _, _, _ = train("regression", depth=4, iterations=10)
+    model, _, _, _ = models.train("regression", depth=4, iterations=10)
     scaled = model.copy()
     scaled.set_scale_and_bias(2.5, 1.0)
     ens = jaximp.from_catboost(scaled)
@@ -253,7 +234,7 @@ def test_scale_and_bias_are_ignored():
 
 
 def test_jit_gives_the_same():
-    model, _, _, _ = train("multiclass", depth=4, iterations=8)
+    model, _, _, _ = models.train("multiclass", depth=4, iterations=8)
     ens = jaximp.from_catboost(model)
     np.testing.assert_allclose(jax.jit(jaximp.prediction_values_change)(ens), jaximp.prediction_values_change(ens),
                                rtol=1e-6)
@@ -267,7 +248,7 @@ def test_jit_gives_the_same():
 
 @pytest.mark.parametrize("kind, depth", [("regression", 2), ("binary", 6), ("multiregression", 8)])
 def test_interaction_of_oblivious_models(kind, depth):
-    model, _, _, _ = train(kind, depth=depth, iterations=12)
+    model, _, _, _ = models.train(kind, depth=depth, iterations=12)
     ens = jaximp.from_catboost(model)
     got = np.asarray(interaction(ens))
     assert got.shape == (ens.n_features, ens.n_features) and got.dtype == np.float32
@@ -283,7 +264,7 @@ def test_interaction_multiclass_catboost_is_cancellation_noise(tmp_path):
     CatBoost's numbers are reproduced exactly by the float64 loop on the JSON leaf values, yet
     every |sum_k delta_k| is below 1e-12 of the leaf values' size: hence the "abs" default.
     """
-    model, _, _, _ = train("multiclass", depth=4, iterations=10)
+    model, _, _, _ = models.train("multiclass", depth=4, iterations=10)
     ens = jaximp.from_catboost(model)
     model.save_model(tmp_path / "model.json", format="json")
     trees = json.loads((tmp_path / "model.json").read_text())["oblivious_trees"]
@@ -317,13 +298,13 @@ def test_interaction_multiclass_catboost_is_cancellation_noise(tmp_path):
     np.testing.assert_array_equal(interaction(ens), interaction(ens, output_reduction="abs"))
 
 
-@pytest.mark.parametrize("name", [n for n in CATEGORICAL if n != "multiclass"])
+@pytest.mark.parametrize("name", [n for n in models.CATEGORICAL if n != "multiclass"])
 def test_interaction_of_oblivious_categorical_models(name):
     """CatBoost's Interaction rows, also where its walk over a CTR's columns credits pairs
     unevenly (CTRs over a categorical column and binarized float features) and where one-hot
     splits are credited to no column (the scores then sum to less than 100). MultiClass scores
     are CatBoost's float rounding noise (see jaximp.interaction)."""
-    fitted = catboost_categorical(name)
+    fitted = models.catboost_categorical(name)
     rows = fitted.model.get_feature_importance(type="Interaction")
     matrix = np.asarray(interaction(fitted.ens))
     np.testing.assert_allclose(matrix[rows[:, 0].astype(int), rows[:, 1].astype(int)], rows[:, 2],
@@ -334,20 +315,20 @@ def test_interaction_of_oblivious_categorical_models(name):
 
 def _interaction_trees(index):
     """Numeric Depthwise and Lossguide models: every pair of columns is counted."""
-    fitted = catboost_trees(*IMPORTANCE_TREES[index], n=500)
+    fitted = models.catboost_trees(*models.IMPORTANCE_TREES[index], n=500)
     return fitted, True
 
 
 def _interaction_categorical_trees(name):
     """One-hot splits are credited to no column, self pairs of a column's features are dropped
     after normalising: the scores sum to less than 100."""
-    return catboost_categorical_trees(name), False
+    return models.catboost_categorical_trees(name), False
 
 
 @pytest.mark.parametrize("build, arg", [
-    pytest.param(_interaction_trees, i, id="-".join(map(str, IMPORTANCE_TREES[i][:3])))
-    for i in range(len(IMPORTANCE_TREES))] + [
-    pytest.param(_interaction_categorical_trees, name, id=f"categorical-{name}") for name in CATEGORICAL_TREES])
+    pytest.param(_interaction_trees, i, id="-".join(map(str, models.IMPORTANCE_TREES[i][:3])))
+    for i in range(len(models.IMPORTANCE_TREES))] + [
+    pytest.param(_interaction_categorical_trees, name, id=f"categorical-{name}") for name in models.CATEGORICAL_TREES])
 def test_interaction_of_non_symmetric_models(build, arg):
     """CatBoost's Interaction and its depth-first walk transcribed over the JSON trees. CatBoost
     adds the classes before |.|; MultiClass leaves sum to zero over classes, so its score is
@@ -377,19 +358,19 @@ def test_interaction_of_ctrs_over_combinations(name):
     """CTRs over several columns (and binarized float features) credit each internal pair to
     several column pairs, in CatBoost's order of the internal features (oblivious trees written
     as non-symmetric ones: Depthwise and Lossguide models build no such CTRs)."""
-    fitted = catboost_combinations(name)
-    frame, _ = explained(CATEGORICAL[name][0])
-    assert_close(np.asarray(fitted.ens.predict(frame)), raw_output(fitted.trained, pool(frame)))
+    fitted = models.catboost_combinations(name)
+    frame, _ = models.explained(models.CATEGORICAL[name][0])
+    assert_close(np.asarray(fitted.ens.predict(frame)), raw_output(fitted.trained, models.pool(frame)))
     assert any(len(columns) > 1 for columns in fitted.ens.featurizer.interaction_features()[1])
     assert_close(interaction(fitted.ens), catboost_interaction(fitted.model, fitted.ens.n_features))
 
 
 def test_interaction_is_differentiable_and_handles_stumps():
-    ens = catboost_trees(*IMPORTANCE_TREES[0], n=500).ens
+    ens = models.catboost_trees(*models.IMPORTANCE_TREES[0], n=500).ens
     grad = jax.grad(lambda v: interaction(ens.__class__(**{**ens.__dict__, "leaf_values": v}))[0, 1])(
         ens.leaf_values)
     assert grad.shape == ens.leaf_values.shape and np.isfinite(np.asarray(grad)).all()
-    X, y = make_data("regression", n=200)
+    X, y = models.make_data("regression", n=200)
     stumps = catboost.CatBoostRegressor(iterations=3, depth=1, grow_policy="Depthwise", verbose=0,
                                         thread_count=1, allow_writing_files=False).fit(X, y)
     np.testing.assert_array_equal(interaction(jaximp.from_catboost(stumps)), 0.0)
@@ -401,7 +382,7 @@ def test_interaction_is_differentiable_and_handles_stumps():
 def test_root_is_the_last_split():
     """CatBoost's plot_tree draws the split of the highest bit at the root (as split_importance reads it)."""
     pytest.importorskip("graphviz")
-    model, _, _, _ = train("regression", depth=4, iterations=3)
+    model, _, _, _ = models.train("regression", depth=4, iterations=3)
     ens = jaximp.from_catboost(model)
     for t in range(ens.n_trees):
         source = model.plot_tree(t).source
@@ -411,7 +392,7 @@ def test_root_is_the_last_split():
 
 @pytest.mark.parametrize("kind, depth", [("regression", 1), ("multiclass", 4), ("binary", 7)])
 def test_split_statistics_of_oblivious_models(kind, depth):
-    model, _, _, _ = train(kind, depth=depth, iterations=10, weighted=True)
+    model, _, _, _ = models.train(kind, depth=depth, iterations=10, weighted=True)
     ens = jaximp.from_catboost(model)
     stats = split_statistics(ens)
     weight = stats["weight"]
@@ -444,7 +425,7 @@ def test_split_statistics_of_oblivious_models_unrolled(kind):
     from leaf weights, as for CatBoost's non-symmetric models."""
     from jaximp._models.trees import from_oblivious
 
-    X, y = make_data(kind, n=400, n_features=5, seed=3)
+    X, y = models.make_data(kind, n=400, n_features=5, seed=3)
     cls = catboost.CatBoostClassifier if kind == "multiclass" else catboost.CatBoostRegressor
     model = cls(iterations=15, depth=4, verbose=0, random_seed=0).fit(X, y)
     ens = jaximp.from_catboost(model)
@@ -461,7 +442,7 @@ XGBOOST_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 
 
 def _xgboost(name):
-    fitted = xgboost_model(name)
+    fitted = models.xgboost_model(name)
     names = [f"f{i}" for i in range(fitted.ens.n_features)]
     return fitted.ens, [(t, _get_score(fitted.model, t, names), "close") for t in XGBOOST_TYPES]
 
@@ -474,7 +455,7 @@ def _get_score(booster, type, names):
 
 def _lightgbm(name):
     """Split counts exactly; gains to ``rtol`` (LightGBM keeps ``split_gain`` in float32); mean gains."""
-    fitted = lightgbm_model(name)
+    fitted = models.lightgbm_model(name)
     booster, ens = fitted.model, fitted.ens
     gain, count = booster.feature_importance("gain"), booster.feature_importance("split")
     mean = np.divide(gain, count, out=np.zeros_like(gain), where=count > 0)
@@ -483,13 +464,13 @@ def _lightgbm(name):
 
 def _sklearn(name):
     """MDI: ``feature_importances_``."""
-    fitted = sklearn_model(name)
+    fitted = models.sklearn_model(name)
     return fitted.ens, [("impurity", fitted.model.feature_importances_, "close")]
 
 
 def _library_categorical(case):
     """Categorical splits count as splits of their column."""
-    fitted = library_categorical(case)
+    fitted = models.library_categorical(case)
     if case.startswith("xgboost"):
         return fitted.ens, [(t, _get_score(fitted.model, t, ["a", "b", "c", "d"]), "close") for t in XGBOOST_TYPES]
     return fitted.ens, [("split", fitted.model.feature_importance(importance_type="split"), "close"),
@@ -501,7 +482,7 @@ def _case(build, arg, name, default):
 
 
 SPLIT_STATISTICS = (
-    [_case(_xgboost, name, f"xgboost-{name}", name == "forest-softprob") for name in XGBOOST]
+    [_case(_xgboost, name, f"xgboost-{name}", name == "forest-softprob") for name in models.XGBOOST]
     + [_case(_lightgbm, name, f"lightgbm-{name}", name in ("multiclass", "rf"))
        for name in ("multiclass", "rf", "regression", "binary", "regression-none")]
     + [_case(_sklearn, name, f"sklearn-{name}", name in ("rf_reg", "gb_multi"))

@@ -24,32 +24,11 @@ import functools
 import catboost
 import jax
 import jax.numpy as jnp
+import models
 import numpy as np
 import pytest
 import sklearn.metrics as skm
 import xgboost as xgb
-from models import (
-    CATEGORICAL,
-    CATEGORICAL_TREES,
-    IMPORTANCE_TREES,
-    KINDS,
-    LOSS,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_combinations,
-    catboost_trees,
-    explained,
-    library_categorical,
-    lightgbm_model,
-    make_data,
-    pool,
-    random_ensemble,
-    sample_weights,
-    sklearn_model,
-    summed,
-    train,
-    xgboost_model,
-)
 from oracles import assert_close, catboost_loss_score, model_loss, permutation_importances, raw_output, row_draws
 from scipy.special import softmax
 from sklearn.inspection import permutation_importance as sklearn_permutation_importance
@@ -84,27 +63,27 @@ class Case:
 
 def _oblivious(kind, weighted, max_samples):
     """The model's loss, scored by CatBoost's eval_metrics."""
-    model, X, y, w = train(kind, weighted=weighted)
+    model, X, y, w = models.train(kind, weighted=weighted)
     return Case(jaximp.from_catboost(model), X, y,
                 dict(n_repeats=3, random_state=7, sample_weight=w, max_samples=max_samples),
-                catboost_loss_score(model, LOSS[kind], y, w), summaries=True)
+                catboost_loss_score(model, models.LOSS[kind], y, w), summaries=True)
 
 
 def _tree_shapes(shape):
     """depth 1: every (feature, tree) pair flips one bit; mixed depths: padded depths; depth 8:
     pairs with several depths on one feature."""
     if shape == "mixed depths":
-        model, X, y = summed("multiclass")
+        model, X, y = models.summed("multiclass")
     else:
-        model, X, y, _ = train("regression", depth=1 if shape == "depth-1" else 8, iterations=12)
+        model, X, y, _ = models.train("regression", depth=1 if shape == "depth-1" else 8, iterations=12)
     kind = "multiclass" if shape == "mixed depths" else "regression"
     groups = [[f] for f in range(X.shape[1])] + [[0, 2], [1, 3, 4]]
     return Case(jaximp.from_catboost(model), X, y, dict(n_repeats=2, random_state=5, feature_groups=groups),
-                catboost_loss_score(model, LOSS[kind], y, None), groups)
+                catboost_loss_score(model, models.LOSS[kind], y, None), groups)
 
 
 def _named_scorer(kind, scoring, metric):
-    model, X, y, w = train(kind, weighted=True)
+    model, X, y, w = models.train(kind, weighted=True)
     groups = [[0, 1], [2], [3, 4, 5], [5]]
 
     def score(rows, X_rows):
@@ -116,27 +95,27 @@ def _named_scorer(kind, scoring, metric):
 
 def _catboost_trees(index, weighted, max_samples):
     """Groups of columns by index and by name."""
-    fitted = catboost_trees(*IMPORTANCE_TREES[index], n=500)
+    fitted = models.catboost_trees(*models.IMPORTANCE_TREES[index], n=500)
     X, y = fitted.X, fitted.y
-    w = sample_weights(len(X)) if weighted else None
+    w = models.sample_weights(len(X)) if weighted else None
     groups = [[f] for f in range(X.shape[1])] + [[0, 2], [fitted.ens.feature_names[1], 3, 4]]
     return Case(fitted.ens, X, y, dict(n_repeats=3, random_state=7, sample_weight=w, max_samples=max_samples,
                                        feature_groups=groups),
-                catboost_loss_score(fitted.model, LOSS[IMPORTANCE_TREES[index][0]], y, w),
+                catboost_loss_score(fitted.model, models.LOSS[models.IMPORTANCE_TREES[index][0]], y, w),
                 [[f] for f in range(X.shape[1])] + [[0, 2], [1, 3, 4]], summaries=True)
 
 
 def _catboost_categorical_trees(name, weighted, max_samples):
     """Each raw column permuted, its one-hot values and CTRs following it; groups by index and
     name across float and categorical columns."""
-    fitted = catboost_categorical_trees(name)
-    kind = CATEGORICAL_TREES[name][0]
-    frame, y = explained(kind)
+    fitted = models.catboost_categorical_trees(name)
+    kind = models.CATEGORICAL_TREES[name][0]
+    frame, y = models.explained(kind)
     w = np.random.default_rng(3).uniform(0.2, 3.0, len(frame)) if weighted else None
     groups = [[c] for c in frame.columns] + [["c0", "c1"], ["f0", "c2", "c3"]]
     return Case(fitted.ens, frame, y, dict(n_repeats=2, random_state=5, sample_weight=w, max_samples=max_samples,
                                            feature_groups=[[0]] + groups[1:]),
-                catboost_loss_score(fitted.model, LOSS[kind], y, w, cat_features=CATEGORICAL_CAT), groups,
+                catboost_loss_score(fitted.model, models.LOSS[kind], y, w, cat_features=CATEGORICAL_CAT), groups,
                 rtol=1e-4, summaries=True)
 
 
@@ -146,8 +125,8 @@ CATEGORICAL_CAT = ["c0", "c1", "c2", "c3"]
 def _ctr_of_two_columns(name):
     """A CTR over two columns straddles a group holding one of them: that group's rows are
     featurized again and predicted by the trees."""
-    fitted = catboost_combinations(name)
-    frame, y = explained("binary")
+    fitted = models.catboost_combinations(name)
+    frame, y = models.explained("binary")
     groups = [[c] for c in frame.columns] + [["c1", "c3"]]
     return Case(fitted.ens, frame, y, dict(n_repeats=2, random_state=1, feature_groups=groups),
                 catboost_loss_score(fitted.model, "Logloss", y, None, cat_features=CATEGORICAL_CAT), groups, rtol=1e-4)
@@ -156,12 +135,12 @@ def _ctr_of_two_columns(name):
 def _catboost_categorical(name, groups, max_samples):
     """Each permuted column re-evaluated by CatBoost itself: its one-hot values, its CTRs and
     the CTRs over combinations that it is part of (a group inside or across them)."""
-    fitted = catboost_categorical(name)
-    kind = CATEGORICAL[name][0]
-    frame, y = explained(kind)
+    fitted = models.catboost_categorical(name)
+    kind = models.CATEGORICAL[name][0]
+    frame, y = models.explained(kind)
 
     def score(rows, rows_frame):
-        raw = raw_output(fitted.model, pool(rows_frame))
+        raw = raw_output(fitted.model, models.pool(rows_frame))
         if kind == "binary":
             p = 1 / (1 + np.exp(-raw))
             return np.mean(y[rows] * np.log(p) + (1 - y[rows]) * np.log(1 - p))
@@ -177,7 +156,7 @@ def _catboost_categorical(name, groups, max_samples):
 
 def _lightgbm(name, weighted, max_samples):
     """LightGBM predicts every permuted copy, scored with the model's loss in float64."""
-    fitted = lightgbm_model(name)
+    fitted = models.lightgbm_model(name)
     booster, ens, X, y = fitted.model, fitted.ens, fitted.X, fitted.y
     w = np.random.default_rng(1).uniform(0.2, 3.0, size=len(X)) if weighted else None
     weight = np.ones(len(X)) if w is None else w
@@ -192,7 +171,7 @@ def _lightgbm(name, weighted, max_samples):
 
 def _xgboost(name, weighted, max_samples):
     """Minus the model's loss: XGBoost's predictions scored by scikit-learn."""
-    fitted = xgboost_model(name)
+    fitted = models.xgboost_model(name)
     booster, X, y = fitted.model, fitted.X, fitted.y
     kind = "regression" if name == "squarederror" else "multiclass" if name == "softprob" else "binary"
     w = np.random.default_rng(1).uniform(0.2, 3.0, size=len(X)) if weighted else None
@@ -209,7 +188,7 @@ def _xgboost(name, weighted, max_samples):
 
 def _sklearn(name):
     """RMSE (the ensemble's loss): scikit-learn predicts every permuted copy of X."""
-    fitted = sklearn_model(name)
+    fitted = models.sklearn_model(name)
     model, X, y = fitted.model, fitted.X, fitted.y
 
     def score(rows, X_rows):
@@ -220,7 +199,7 @@ def _sklearn(name):
 
 def _library_categorical(case):
     """Categorical columns permuted with their dtype; LightGBM predicts every permuted frame."""
-    fitted = library_categorical(case)
+    fitted = models.library_categorical(case)
 
     def score(rows, rows_frame):
         return -model_loss("RMSE", fitted.y[rows], raw_output(fitted.model, rows_frame).reshape(len(rows), -1))
@@ -249,7 +228,7 @@ NAMED_DEFAULT = ("r2", "roc_auc", "accuracy", "balanced_accuracy")  # the others
 BRUTE_FORCE = (
     [_case(_oblivious, (kind, weighted, max_samples), f"oblivious-{kind}-{weighted}-{max_samples}",
            not (weighted and kind != "multiclass"))  # weights and subsamples: once by default
-     for weighted, max_samples in [(False, 1.0), (True, 0.6)] for kind in KINDS]
+     for weighted, max_samples in [(False, 1.0), (True, 0.6)] for kind in models.KINDS]
     + [_case(_tree_shapes, (shape,), f"oblivious-{shape}") for shape in ("depth-1", "mixed depths", "depth-8")]
     + [_case(_named_scorer, case, f"oblivious-{case[1]}", case[1] in NAMED_DEFAULT) for case in NAMED]
     + [_case(_catboost_trees, (0, False, 1.0), "trees-regression"),
@@ -297,7 +276,7 @@ def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
     # Both ways to get a split's increment: from a per-leaf table, or per row (deep trees)
     if not tabulated:
         monkeypatch.setattr(jaximp._importances.permutation, "_INCREMENT_TABLE", 0)
-    ens = random_ensemble(seed, depths=(6, 5, 1, 6, 3, 0), n_outputs=2)
+    ens = models.random_ensemble(seed, depths=(6, 5, 1, 6, 3, 0), n_outputs=2)
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(150, ens.n_features)).astype(np.float32)
     y = rng.normal(size=(150, 2))
@@ -317,7 +296,7 @@ def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
 
 @functools.cache
 def _catboost_estimator(kind, grow_policy=None):
-    X, y = make_data(kind, n=400)
+    X, y = models.make_data(kind, n=400)
     cls = catboost.CatBoostClassifier if kind in ("binary", "multiclass") else catboost.CatBoostRegressor
     if grow_policy is None:
         model = cls(iterations=30, depth=4, learning_rate=0.3, random_seed=0, verbose=0, thread_count=1,
@@ -332,7 +311,7 @@ def _estimator(library, name, kind=None):
     if library == "catboost":
         model, X, y = _catboost_estimator(kind, name)
         return model, jaximp.from_catboost(model), X, y
-    fitted = sklearn_model(name)
+    fitted = models.sklearn_model(name)
     return fitted.model, fitted.ens, fitted.X, fitted.y
 
 
@@ -365,7 +344,7 @@ def test_agrees_with_sklearn_within_sampling_error(library, name, kind, scoring)
 def test_one_split_model_matches_the_closed_form():
     # raw = f(x0), one split; permuting x0 sends row i a uniformly random row's value, so
     # E[MSE_perm] = mean_i mean_j (y_i - f(x0_j))^2 exactly.
-    X, y = make_data("regression", n=300)
+    X, y = models.make_data("regression", n=300)
     model = catboost.CatBoostRegressor(iterations=1, depth=1, learning_rate=1.0, random_seed=0, verbose=0,
                                        thread_count=1, allow_writing_files=False).fit(X[:, :1], y)
     ens = jaximp.from_catboost(model)
@@ -378,7 +357,7 @@ def test_one_split_model_matches_the_closed_form():
 
 
 def test_unused_features_are_exactly_zero():
-    X, y = make_data("regression", n=300)
+    X, y = models.make_data("regression", n=300)
     X[:, 4] = 1.0  # constant: no borders, never split on
     X[:, 5] = np.random.default_rng(0).normal(size=len(X))
     model = catboost.CatBoostRegressor(iterations=10, depth=2, random_seed=0, verbose=0, thread_count=1,
@@ -394,7 +373,7 @@ def test_unused_features_are_exactly_zero():
 
 
 def test_unused_features_of_tree_ensembles_get_exactly_zero():
-    X, y = make_data("regression", n=300)
+    X, y = models.make_data("regression", n=300)
     X[:, 4] = 1.0  # constant: no borders, never split on
     model = catboost.CatBoostRegressor(iterations=6, depth=4, grow_policy="Lossguide", max_leaves=10,
                                        random_seed=0, verbose=0, thread_count=1, allow_writing_files=False,
@@ -410,8 +389,8 @@ def test_unused_features_of_tree_ensembles_get_exactly_zero():
 def test_semantics_of_categorical_tree_ensembles():
     """sklearn's layout; a column no split reads scores exactly 0; results do not depend on the
     batch size; an sklearn scorer by name."""
-    ens = catboost_categorical_trees("lossguide_mixed").ens
-    frame, y = explained("multiclass")
+    ens = models.catboost_categorical_trees("lossguide_mixed").ens
+    frame, y = models.explained("multiclass")
     unused = [c for c in range(ens.n_features) if all(c not in player for player in ens.players)]
     assert unused  # column c1 is never split on in this model
     kw = dict(n_repeats=3, random_state=0, scoring="accuracy")
@@ -425,7 +404,7 @@ def test_semantics_of_categorical_tree_ensembles():
 
 
 def test_same_seed_same_result_for_any_batch_size_or_device_count():
-    model, X, y, _ = train("multiclass")
+    model, X, y, _ = models.train("multiclass")
     ens = jaximp.from_catboost(model)
     kw = {"n_repeats": 3, "random_state": 11}
     first = permutation_importance(ens, X, y, **kw)
@@ -445,7 +424,7 @@ def test_same_seed_same_result_for_any_batch_size_or_device_count():
 
 
 def test_tree_ensembles_do_not_depend_on_batch_size_or_devices():
-    fitted = catboost_trees(*IMPORTANCE_TREES[3], n=500)
+    fitted = models.catboost_trees(*models.IMPORTANCE_TREES[3], n=500)
     ens, X, y = fitted.ens, fitted.X, fitted.y
     kw = dict(n_repeats=2, random_state=3, scoring="accuracy")
     first = permutation_importance(ens, X, y, **kw)
@@ -457,7 +436,7 @@ def test_tree_ensembles_do_not_depend_on_batch_size_or_devices():
 
 
 def test_groups_share_each_repeats_permutation():
-    model, X, y, _ = train("regression")
+    model, X, y, _ = models.train("regression")
     ens = jaximp.from_catboost(model)
     full = permutation_importance(ens, X, y, n_repeats=3, random_state=2)
     names = [ens.feature_names[3], 1]
@@ -468,7 +447,7 @@ def test_groups_share_each_repeats_permutation():
 
 
 def test_jax_function_scoring_equals_the_named_scorer():
-    model, X, y, w = train("regression", weighted=True)
+    model, X, y, w = models.train("regression", weighted=True)
     ens = jaximp.from_catboost(model)
 
     def neg_mse(y, raw, w):
@@ -481,7 +460,7 @@ def test_jax_function_scoring_equals_the_named_scorer():
 
 
 def test_classifier_labels_are_mapped_and_checked():
-    model, X, y, _ = train("binary")
+    model, X, y, _ = models.train("binary")
     ens = jaximp.from_catboost(model)
     labels = np.where(y == 1, 1, 0)
     a = permutation_importance(ens, X, labels, scoring="roc_auc", n_repeats=2, random_state=0)
@@ -494,7 +473,7 @@ def test_classifier_labels_are_mapped_and_checked():
 
 
 def test_probability_outputs_refuse_logit_scorers():
-    fitted = sklearn_model("rf_clf")
+    fitted = models.sklearn_model("rf_clf")
     ens, X, y = fitted.ens, fitted.X, fitted.y
     with pytest.raises(ValueError, match="'neg_log_loss' needs the model's logits"):
         permutation_importance(ens, X, y, scoring="neg_log_loss")
@@ -526,7 +505,7 @@ def test_probability_outputs_refuse_logit_scorers():
     ({"sample_weight": -np.ones(400)}, ValueError, "sample_weight must be finite, non-negative"),
 ])
 def test_bad_inputs_raise_clear_errors(kwargs, error, match):
-    model, X, y, _ = train("regression")
+    model, X, y, _ = models.train("regression")
     ens = jaximp.from_catboost(model)
     kwargs = {"y": y, **kwargs}
     with pytest.raises(error, match=match):

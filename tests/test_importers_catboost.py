@@ -14,25 +14,10 @@ from __future__ import annotations
 import json
 
 import catboost
+import models
 import numpy as np
 import pandas as pd
 import pytest
-from models import (
-    CAT,
-    CATBOOST_TREES,
-    CATEGORICAL_TREES,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_trees,
-    explained,
-    explained_rows,
-    from_json,
-    make_data,
-    make_frame,
-    make_target,
-    pool,
-    train,
-)
 from oracles import assert_close, catboost_shap, raw_output
 
 import jaximp
@@ -41,7 +26,7 @@ import jaximp
 
 
 def test_files_cbm_and_json(tmp_path):
-    model, X, _, _ = train("multiclass", depth=3)
+    model, X, _, _ = models.train("multiclass", depth=3)
     model.save_model(tmp_path / "m.cbm")
     model.save_model(tmp_path / "m.json", format="json")
     expected = jaximp.from_catboost(model).predict(X)
@@ -62,7 +47,7 @@ def test_bad_models(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="not a readable CatBoost JSON model"):
         jaximp.from_catboost(tmp_path / "bad.json")
-    model, _, _, _ = train("regression", depth=2)
+    model, _, _, _ = models.train("regression", depth=2)
     model.save_model(tmp_path / "m.json", format="json")
     broken = json.loads((tmp_path / "m.json").read_text())
     del broken["oblivious_trees"][0]["leaf_values"]
@@ -78,7 +63,7 @@ def test_bad_models(tmp_path):
 
 
 def test_a_model_without_trees_is_refused():
-    X, y = make_data("regression", n=100)
+    X, y = models.make_data("regression", n=100)
     model = catboost.CatBoostRegressor(iterations=3, depth=2, verbose=0).fit(X, y)
     model.shrink(ntree_end=0)
     with pytest.raises(ValueError, match="has no trees"):
@@ -86,7 +71,7 @@ def test_a_model_without_trees_is_refused():
 
 
 def test_a_model_file_without_its_loss_is_not_taken_for_rmse(tmp_path):
-    model, X, y, _ = train("binary", depth=3)
+    model, X, y, _ = models.train("binary", depth=3)
     model.save_model(tmp_path / "m.json", format="json")
     stripped = json.loads((tmp_path / "m.json").read_text())
     stripped["model_info"].pop("params", None)
@@ -109,7 +94,7 @@ def test_a_model_file_without_its_loss_is_not_taken_for_rmse(tmp_path):
 def test_non_symmetric_model_imports_as_a_tree_ensemble():
     """Depthwise models import as jaximp.TreeEnsemble (their numbers: tests/test_leaves.py,
     test_shap_*.py and test_importances_*.py)."""
-    X, y = make_data("regression", n=200)
+    X, y = models.make_data("regression", n=200)
     model = catboost.CatBoostRegressor(iterations=3, depth=3, grow_policy="Depthwise", verbose=0).fit(X, y)
     ens = jaximp.from_catboost(model)
     assert isinstance(ens, jaximp.TreeEnsemble)
@@ -119,13 +104,13 @@ def test_non_symmetric_model_imports_as_a_tree_ensemble():
 def test_public_functions_take_a_tree_ensemble(tmp_path):
     """from_catboost of a Depthwise model's JSON file gives a TreeEnsemble that the public
     functions take, with CatBoost's numbers."""
-    fitted = catboost_trees(*CATBOOST_TREES[2])
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[2])
     reloaded, X = fitted.model, fitted.X
     path = tmp_path / "model.json"
     path.write_text(json.dumps(fitted.json))
     ens = jaximp.from_catboost(path)
     assert isinstance(ens, jaximp.TreeEnsemble)
-    x = explained_rows(X)
+    x = models.explained_rows(X)
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), reloaded.calc_leaf_indexes(x))
     assert_close(ens.predict(x), reloaded.predict(x, prediction_type="RawFormulaVal"))
     assert_close(jaximp.prediction_values_change(ens), reloaded.get_feature_importance(type="PredictionValuesChange"))
@@ -144,13 +129,14 @@ def test_public_functions_take_a_tree_ensemble(tmp_path):
 def test_summed_non_symmetric_models(tmp_path):
     """``catboost.sum_models`` of a Depthwise and a Lossguide model of different depths, weighted:
     trees of different sizes in one ensemble, each model's leaves scaled by its weight."""
-    shallow, deep = catboost_trees(*CATBOOST_TREES[0]), catboost_trees("regression", "Lossguide", 8, 24, "Min")
+    shallow = models.catboost_trees(*models.CATBOOST_TREES[0])
+    deep = models.catboost_trees("regression", "Lossguide", 8, 24, "Min")
     path = str(tmp_path / "sum.json")
     catboost.sum_models([shallow.model, deep.model], weights=[0.3, 0.7]).save_model(path, format="json")
     model = catboost.CatBoost()
     model.load_model(path, format="json")
     ens = jaximp.from_catboost(path)
-    x = explained_rows(shallow.X, 100)
+    x = models.explained_rows(shallow.X, 100)
     assert ens.n_trees == shallow.model.tree_count_ + deep.model.tree_count_
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), model.calc_leaf_indexes(x))
     assert_close(jaximp.predict(ens, x), model.predict(x, prediction_type="RawFormulaVal"))
@@ -161,15 +147,15 @@ def test_summed_non_symmetric_models(tmp_path):
 
 
 def test_bad_non_symmetric_models():
-    fitted = catboost_trees(*CATBOOST_TREES[0])
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[0])
     with pytest.raises(ValueError, match="not a CatBoost JSON model"):
-        from_json({"trees": []})
+        models.from_json({"trees": []})
     with pytest.raises(ValueError, match="no non-symmetric trees"):
-        from_json({**fitted.json, "trees": []})
+        models.from_json({**fitted.json, "trees": []})
     broken = json.loads(json.dumps(fitted.json))
     broken["trees"][0]["split"]["split_type"] = "OnlineCtr"
     with pytest.raises(ValueError, match="OnlineCtr"):
-        from_json(broken)
+        models.from_json(broken)
 
 
 # Categorical features --------------------------------------------------------------------------------------------
@@ -179,11 +165,11 @@ def test_bad_non_symmetric_models():
 def test_categorical_model_files(tmp_path, layout):
     """A model with one-hot and CTR splits saved as .cbm and .json (its CTR tables with it)."""
     if layout == "oblivious":
-        fitted = catboost_categorical("combinations_2")
+        fitted = models.catboost_categorical("combinations_2")
         model, frame = fitted.model, fitted.X
     else:
-        fitted = catboost_categorical_trees("lossguide_mixed")
-        model, frame = fitted.trained, explained("multiclass")[0]
+        fitted = models.catboost_categorical_trees("lossguide_mixed")
+        model, frame = fitted.trained, models.explained("multiclass")[0]
     expected = np.asarray(fitted.ens.predict(frame))
     for fmt in ("cbm", "json"):
         path = tmp_path / f"model.{fmt}"
@@ -192,9 +178,9 @@ def test_categorical_model_files(tmp_path, layout):
 
 
 def test_summed_categorical_models():
-    fitted = catboost_categorical("combinations_2")
-    both = catboost.sum_models([fitted.model, catboost_categorical("ctr").model], weights=[1.0, 0.5])
-    expected = raw_output(both, pool(fitted.X))
+    fitted = models.catboost_categorical("combinations_2")
+    both = catboost.sum_models([fitted.model, models.catboost_categorical("ctr").model], weights=[1.0, 0.5])
+    expected = raw_output(both, models.pool(fitted.X))
     assert_close(jaximp.from_catboost(both).predict(fitted.X), expected)
 
 
@@ -211,28 +197,28 @@ def split_types(model_json) -> set:
     return set().union(*(walk(tree) for tree in model_json["trees"]))
 
 
-@pytest.mark.parametrize("name", list(CATEGORICAL_TREES))
+@pytest.mark.parametrize("name", list(models.CATEGORICAL_TREES))
 def test_non_symmetric_categorical_json_export(name):
     """The JSON export keeps one-hot and CTR splits with their tables, builds no CTR over
     combinations (max_ctr_complexity 3 included), and predicts as the trained model; each
     player of the ensemble is one column (leaves and predictions: tests/test_leaves.py)."""
-    fitted = catboost_categorical_trees(name)
+    fitted = models.catboost_categorical_trees(name)
     assert split_types(fitted.json) - {"FloatFeature"} == CATEGORICAL_SPLITS[name]
     ctrs = fitted.json["features_info"].get("ctrs", [])
     assert all(len(ctr["elements"]) == 1 for ctr in ctrs) and (not ctrs or "ctr_data" in fitted.json)
     assert isinstance(fitted.ens, jaximp.TreeEnsemble) and all(len(player) == 1 for player in fitted.ens.players)
-    frame, _ = explained(CATEGORICAL_TREES[name][0])
+    frame, _ = models.explained(models.CATEGORICAL_TREES[name][0])
     assert frame.f1.isna().any() and (frame.c1 == "never-seen").any()
-    assert_close(raw_output(fitted.model, pool(frame)), raw_output(fitted.trained, pool(frame)))
+    assert_close(raw_output(fitted.model, models.pool(frame)), raw_output(fitted.trained, models.pool(frame)))
 
 
 def test_multi_target_models_with_ctrs_are_refused():
     """CatBoost's JSON export of a MultiRMSE model with CTRs predicts differently from the model
     (it keeps one CTR table per CTR, not per target): refused rather than wrong."""
-    frame = make_frame(300, seed=0)
-    y = make_target(frame, "multiregression")
+    frame = models.make_frame(300, seed=0)
+    y = models.make_target(frame, "multiregression")
     model = catboost.CatBoost(dict(loss_function="MultiRMSE", iterations=5, depth=3, verbose=0,
-                                   allow_writing_files=False, cat_features=CAT, one_hot_max_size=2))
+                                   allow_writing_files=False, cat_features=models.CAT, one_hot_max_size=2))
     model.fit(frame, y)
     with pytest.raises(ValueError, match="multi-target model has CTR features"):
         jaximp.from_catboost(model)

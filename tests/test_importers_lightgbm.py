@@ -17,16 +17,9 @@ import subprocess
 import sys
 
 import lightgbm as lgb
+import models
 import numpy as np
 import pytest
-from models import (
-    library_categorical,
-    library_categorical_rows,
-    lightgbm_model,
-    lightgbm_params,
-    lightgbm_rows,
-    make_data,
-)
 from oracles import assert_close, lightgbm_contributions, raw_output
 
 import jaximp
@@ -35,14 +28,14 @@ slow = pytest.mark.slow
 
 
 def test_model_file_equals_booster(tmp_path):
-    booster, X = lightgbm_model("multiclass").model, lightgbm_model("multiclass").X
+    booster, X = models.lightgbm_model("multiclass").model, models.lightgbm_model("multiclass").X
     path = tmp_path / "model.txt"
     booster.save_model(str(path))
     from_file, from_booster = jaximp.from_lightgbm(path), jaximp.from_lightgbm(booster)
     for field in ("roots", "node_features", "node_borders", "node_nan_right", "node_children", "leaf_values",
                   "leaf_weights", "node_gains", "node_weights", "leaf_ids"):
         np.testing.assert_array_equal(getattr(from_file, field), getattr(from_booster, field), err_msg=field)
-    x = lightgbm_rows(booster, X, 60)
+    x = models.lightgbm_rows(booster, X, 60)
     assert_close(jaximp.predict(jaximp.from_lightgbm(str(path)), x), booster.predict(x, raw_score=True))
     values, _ = lightgbm_contributions(lgb.Booster(model_file=str(path)), x)
     assert_close(jaximp.shap_values(from_file, x), values)
@@ -51,9 +44,9 @@ def test_model_file_equals_booster(tmp_path):
 @slow
 def test_model_file_imports_without_lightgbm(tmp_path):
     """A child process where ``import lightgbm`` fails reads the file and predicts as LightGBM."""
-    booster, X = lightgbm_model("regression").model, lightgbm_model("regression").X
+    booster, X = models.lightgbm_model("regression").model, models.lightgbm_model("regression").X
     booster.save_model(str(tmp_path / "model.txt"))
-    x = lightgbm_rows(booster, X, 30)
+    x = models.lightgbm_rows(booster, X, 30)
     np.save(tmp_path / "x.npy", x)
     model, rows_in, out = (str(tmp_path / name) for name in ("model.txt", "x.npy", "p.npy"))
     script = (
@@ -68,7 +61,7 @@ def test_model_file_imports_without_lightgbm(tmp_path):
 
 
 def test_estimators():
-    X, y = make_data("binary", n=400)
+    X, y = models.make_data("binary", n=400)
     labels = np.asarray(["no", "yes"])[y]
     clf = lgb.LGBMClassifier(n_estimators=8, num_leaves=7, n_jobs=1, verbose=-1, random_state=0).fit(X, labels)
     ens = jaximp.from_lightgbm(clf)
@@ -95,9 +88,10 @@ def test_estimators():
 ])
 def test_loss_function_names(objective, extra, loss):
     """CatBoost's loss name where it scores LightGBM's raw score the same way, else ""."""
-    X, y = make_data("multiclass", n=200)
+    X, y = models.make_data("multiclass", n=200)
     target = {"cross_entropy": y / 2.0, "binary": (y > 0) * 1, "poisson": y * 1.0}.get(objective, y)
-    booster = lgb.train(lightgbm_params(objective, num_leaves=4, **extra), lgb.Dataset(X, target), num_boost_round=2)
+    booster = lgb.train(models.lightgbm_params(objective, num_leaves=4, **extra), lgb.Dataset(X, target),
+                        num_boost_round=2)
     assert jaximp.from_lightgbm(booster).loss_function == loss
 
 
@@ -105,16 +99,16 @@ def test_loss_function_names(objective, extra, loss):
 def test_single_leaf_trees_and_best_iteration():
     """Trees that cannot split (one leaf, no nodes) and a Booster that stopped early: the import
     reads the best iteration, as ``predict`` does."""
-    X, y = make_data("regression", n=300)
-    stump = lgb.train(lightgbm_params("regression", min_data_in_leaf=400), lgb.Dataset(X, y), num_boost_round=2)
+    X, y = models.make_data("regression", n=300)
+    stump = lgb.train(models.lightgbm_params("regression", min_data_in_leaf=400), lgb.Dataset(X, y), num_boost_round=2)
     ens = jaximp.from_lightgbm(stump)
     assert ens.n_trees == 1 and int(ens.roots[0]) == -1
     assert_close(jaximp.predict(ens, X), stump.predict(X, raw_score=True))
     values, expected = lightgbm_contributions(stump, X[:5])
     assert_close(jaximp.shap_values(ens, X[:5]), values[:, :, 0])
     assert_close(jaximp.expected_value(ens), expected[0])
-    early = lgb.train(lightgbm_params("regression", num_leaves=7, learning_rate=0.5), lgb.Dataset(X[:200], y[:200]),
-                      num_boost_round=60, valid_sets=[lgb.Dataset(X[200:], y[200:])],
+    early = lgb.train(models.lightgbm_params("regression", num_leaves=7, learning_rate=0.5),
+                      lgb.Dataset(X[:200], y[:200]), num_boost_round=60, valid_sets=[lgb.Dataset(X[200:], y[200:])],
                       callbacks=[lgb.early_stopping(3, verbose=False)])
     assert 0 < early.best_iteration < 60
     ens = jaximp.from_lightgbm(early)
@@ -124,11 +118,11 @@ def test_single_leaf_trees_and_best_iteration():
 
 def test_categorical_model_file(tmp_path):
     """The categories of a saved model (``pandas_categorical`` in its text), imported from the file."""
-    fitted = library_categorical("lightgbm-reg")
+    fitted = models.library_categorical("lightgbm-reg")
     path = tmp_path / "model.txt"
     fitted.model.save_model(path)
     again = jaximp.from_lightgbm(str(path))
-    rows = library_categorical_rows("lightgbm-reg")
+    rows = models.library_categorical_rows("lightgbm-reg")
     assert again.category_codes == fitted.ens.category_codes
     assert_close(jaximp.predict(again, rows), raw_output(fitted.model, rows))
 
@@ -137,7 +131,7 @@ def test_bitsets_past_the_memory_bound_are_refused(monkeypatch):
     """Category codes in the millions would need bitsets of millions of bits at every node."""
     import jaximp._models.categories
 
-    model = library_categorical("lightgbm-reg").model
+    model = models.library_categorical("lightgbm-reg").model
     monkeypatch.setattr(jaximp._models.categories, "MAX_CATEGORY_WORDS", 64)
     with pytest.raises(ValueError, match=r"from_lightgbm: the model's categorical splits read category codes up "
                                          r"to \d+, whose bitsets take \d+ x \d+ x \d+ words, more than jaximp holds"):
@@ -145,21 +139,21 @@ def test_bitsets_past_the_memory_bound_are_refused(monkeypatch):
 
 
 def test_refuses_what_it_does_not_support(tmp_path):
-    X, y = make_data("regression", n=300)
-    linear = lgb.train(lightgbm_params("regression", num_leaves=4, linear_tree=True), lgb.Dataset(X, y),
+    X, y = models.make_data("regression", n=300)
+    linear = lgb.train(models.lightgbm_params("regression", num_leaves=4, linear_tree=True), lgb.Dataset(X, y),
                        num_boost_round=2)
     with pytest.raises(ValueError, match="linear tree"):
         jaximp.from_lightgbm(linear)
     Xz = X.copy()
     Xz[np.random.default_rng(1).random(Xz.shape) < 0.2] = 0.0
-    zero = lgb.train(lightgbm_params("regression", num_leaves=15, zero_as_missing=True), lgb.Dataset(Xz, y),
+    zero = lgb.train(models.lightgbm_params("regression", num_leaves=15, zero_as_missing=True), lgb.Dataset(Xz, y),
                      num_boost_round=10)
     with pytest.raises(ValueError, match="zero_as_missing=False"):
         jaximp.from_lightgbm(zero)
 
 
 def test_refuses_bad_models(tmp_path):
-    booster = lightgbm_model("regression", rounds=2).model
+    booster = models.lightgbm_model("regression", rounds=2).model
     text = booster.model_to_string()
     with pytest.raises(TypeError, match="from_lightgbm: model must be a lightgbm.Booster"):
         jaximp.from_lightgbm(object())

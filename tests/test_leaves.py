@@ -25,36 +25,10 @@ import catboost
 import jax
 import jax.numpy as jnp
 import lightgbm as lgb
+import models
 import numpy as np
 import pytest
 import xgboost as xgb
-from models import (
-    CATBOOST_TREES,
-    CATEGORICAL,
-    CATEGORICAL_TREES,
-    COLUMNS,
-    KINDS,
-    LIBRARY_CATEGORICAL,
-    LIGHTGBM,
-    SKLEARN,
-    XGBOOST,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_trees,
-    explained,
-    explained_rows,
-    library_categorical,
-    library_categorical_rows,
-    lightgbm_model,
-    lightgbm_params,
-    lightgbm_rows,
-    make_data,
-    pool,
-    sklearn_model,
-    summed,
-    train,
-    xgboost_model,
-)
 from oracles import LIGHTGBM_ZERO, assert_close, lightgbm_mean_scale, raw_output
 
 import jaximp
@@ -80,43 +54,43 @@ def assert_predict_matches(model, ens, X):
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, X), model.calc_leaf_indexes(X))
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", models.KINDS)
 @pytest.mark.parametrize("depth", [d if d in (1, 2, 5, 8) else pytest.param(d, marks=slow) for d in range(1, 9)])
 def test_oblivious_models_against_catboost(kind, depth):
-    model, X, _, _ = train(kind, depth=depth, iterations=12)
+    model, X, _, _ = models.train(kind, depth=depth, iterations=12)
     ens = jaximp.from_catboost(model)
     assert (ens.n_trees, ens.depth, ens.n_features) == (model.tree_count_, depth, X.shape[1])
     assert ens.n_outputs == (1 if kind in ("regression", "binary") else 3 if kind == "multiclass" else 2)
-    X_new, _ = make_data(kind, n=300, seed=99)
+    X_new, _ = models.make_data(kind, n=300, seed=99)
     assert_predict_matches(model, ens, X_new)
 
 
 @pytest.mark.parametrize("nan_mode", ["Min", "Max"])
 @pytest.mark.parametrize("kind", ["regression", "multiclass"])
 def test_nan_modes(kind, nan_mode):
-    model, X, _, _ = train(kind, depth=5, nan_mode=nan_mode, nan_fraction=0.15)
+    model, X, _, _ = models.train(kind, depth=5, nan_mode=nan_mode, nan_fraction=0.15)
     ens = jaximp.from_catboost(model)
     assert set(ens.nan_modes) == {nan_mode}
-    X_new, _ = make_data(kind, n=300, seed=7, nan_fraction=0.3)
+    X_new, _ = models.make_data(kind, n=300, seed=7, nan_fraction=0.3)
     assert_predict_matches(model, ens, X_new)
 
 
 def test_nan_in_rows_of_a_model_trained_without_nan():
     # nan_mode="Forbidden" writes "AsIs": CatBoost then evaluates every split on NaN as false.
-    model, X, _, _ = train("regression", depth=4, nan_mode="Forbidden")
+    model, X, _, _ = models.train("regression", depth=4, nan_mode="Forbidden")
     ens = jaximp.from_catboost(model)
     assert set(ens.nan_modes) == {"AsIs"}
-    X_new, _ = make_data("regression", n=200, seed=3, nan_fraction=0.3)
+    X_new, _ = models.make_data("regression", n=200, seed=3, nan_fraction=0.3)
     assert_predict_matches(model, ens, X_new)
 
 
 @pytest.mark.parametrize("border_count", [1, 254, 1024])
 def test_border_counts(border_count):
     # More than 254 borders switches the bins from uint8 to int32.
-    model, X, _, _ = train("regression", depth=6, border_count=border_count, n=3000, iterations=10)
+    model, X, _, _ = models.train("regression", depth=6, border_count=border_count, n=3000, iterations=10)
     ens = jaximp.from_catboost(model)
     assert ens.borders.shape[1] <= border_count + 1
-    X_new, _ = make_data("regression", n=2000, seed=5)
+    X_new, _ = models.make_data("regression", n=2000, seed=5)
     assert_predict_matches(model, ens, np.concatenate([X, X_new]))
 
 
@@ -124,11 +98,11 @@ def test_border_counts(border_count):
 def test_both_quantizers_count_the_borders_below(border_count):
     # The fence search (many blocks) and the search loop (one block) are both #{borders < x},
     # on random values, NaN, +-inf and every border itself.
-    model, _, _, _ = train("regression", depth=6, border_count=border_count, n=3000, iterations=10,
+    model, _, _, _ = models.train("regression", depth=6, border_count=border_count, n=3000, iterations=10,
                            nan_mode="Max", nan_fraction=0.05)
     ens = jaximp.from_catboost(model)
     borders = np.asarray(ens.borders)
-    X, _ = make_data("regression", n=500, seed=3, nan_fraction=0.05)
+    X, _ = models.make_data("regression", n=500, seed=3, nan_fraction=0.05)
     finite = borders[np.isfinite(borders)]
     on_borders = np.resize(finite, (len(finite) // 6 + 1) * 6).reshape(-1, 6)
     X = np.concatenate([X, on_borders, np.full((2, 6), np.inf), np.full((2, 6), -np.inf)]).astype(np.float32)
@@ -138,18 +112,18 @@ def test_both_quantizers_count_the_borders_below(border_count):
         np.testing.assert_array_equal(np.asarray(quantize(ens, jnp.asarray(X), fused=fused)), expected)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", models.KINDS)
 def test_sample_weights(kind):
-    model, X, _, w = train(kind, depth=4, weighted=True)
+    model, X, _, w = models.train(kind, depth=4, weighted=True)
     ens = jaximp.from_catboost(model)
     assert_predict_matches(model, ens, X)
     # The leaf weights are the training weights reaching each leaf (zero on padded leaves).
     np.testing.assert_allclose(np.asarray(ens.leaf_weights).sum(axis=1), w.sum(), rtol=1e-4)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", models.KINDS)
 def test_summed_models_of_mixed_depth(kind):
-    model, X, _ = summed(kind, depths=(2, 5, 3))
+    model, X, _ = models.summed(kind, depths=(2, 5, 3))
     ens = jaximp.from_catboost(model)
     assert ens.depth == 5
     mask = np.asarray(ens.split_mask)
@@ -158,7 +132,7 @@ def test_summed_models_of_mixed_depth(kind):
 
 
 def test_scale_and_bias():
-    model, X, _, _ = train("regression", depth=3)
+    model, X, _, _ = models.train("regression", depth=3)
     model = catboost.sum_models([model], weights=[1.0])
     model.set_scale_and_bias(2.5, 0.75)
     ens = jaximp.from_catboost(model)
@@ -169,7 +143,7 @@ def test_scale_and_bias():
 def test_float64_rows_are_compared_like_catboost():
     # CatBoost compares float32 features with float32 borders: float64 rows that are not
     # float32 numbers, and rows equal to a border, must land in CatBoost's leaves.
-    model, X, _, _ = train("regression", depth=6)
+    model, X, _, _ = models.train("regression", depth=6)
     ens = jaximp.from_catboost(model)
     rng = np.random.default_rng(11)
     rows = rng.normal(size=(500, X.shape[1]))
@@ -195,9 +169,9 @@ class Reference:
 
 
 def _catboost_trees(index):
-    kind, grow_policy, depth, max_leaves, _ = CATBOOST_TREES[index]
-    fitted = catboost_trees(*CATBOOST_TREES[index])
-    x = explained_rows(fitted.X, 200)
+    kind, grow_policy, depth, max_leaves, _ = models.CATBOOST_TREES[index]
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[index])
+    x = models.explained_rows(fitted.X, 200)
 
     def check():
         assert fitted.ens.depth <= depth and fitted.ens.n_leaves <= (max_leaves or 1 << depth)
@@ -206,24 +180,24 @@ def _catboost_trees(index):
 
 
 def _catboost_categorical(name):
-    fitted = catboost_categorical(name)
-    frame, _ = explained(CATEGORICAL[name][0])
-    data = pool(frame)
+    fitted = models.catboost_categorical(name)
+    frame, _ = models.explained(models.CATEGORICAL[name][0])
+    data = models.pool(frame)
     return Reference(fitted.ens, frame, raw_output(fitted.model, data), fitted.model.calc_leaf_indexes(data))
 
 
 def _catboost_categorical_trees(name):
     """Rows with NaN in a float column and unseen categories; the model reloaded from its JSON
     export numbers the leaves (tests/test_importers_catboost.py checks it predicts as trained)."""
-    fitted = catboost_categorical_trees(name)
-    frame, _ = explained(CATEGORICAL_TREES[name][0])
-    data = pool(frame)
+    fitted = models.catboost_categorical_trees(name)
+    frame, _ = models.explained(models.CATEGORICAL_TREES[name][0])
+    data = models.pool(frame)
     return Reference(fitted.ens, frame, raw_output(fitted.model, data), fitted.model.calc_leaf_indexes(data))
 
 
 def _xgboost(name):
-    fitted = xgboost_model(name)
-    x = explained_rows(fitted.X, 200)
+    fitted = models.xgboost_model(name)
+    x = models.explained_rows(fitted.X, 200)
 
     def check():
         assert fitted.ens.n_trees == len(fitted.model.get_dump())
@@ -236,9 +210,9 @@ def _lightgbm(name):
     """A random forest (``boosting="rf"``) predicts the mean of its trees (``Booster.predict``
     divides by the iterations, ``GBDT::Predict``), which jaximp's raw score is; LightGBM's
     ``raw_score=True`` skips that division."""
-    fitted = lightgbm_model(name)
+    fitted = models.lightgbm_model(name)
     booster, ens, X = fitted.model, fitted.ens, fitted.X
-    x = lightgbm_rows(booster, X)
+    x = models.lightgbm_rows(booster, X)
 
     def check():
         if name == "rf":
@@ -246,7 +220,7 @@ def _lightgbm(name):
         assert ens.n_trees == booster.num_trees() and ens.n_features == X.shape[1]
         assert ens.feature_names == tuple(booster.feature_name())
         assert ens.loss_function == {"regression": "RMSE", "binary": "Logloss", "multiclass": "MultiClass"}[
-            LIGHTGBM[name][0]]
+            models.LIGHTGBM[name][0]]
 
     return Reference(ens, x, raw_output(booster, x) * lightgbm_mean_scale(booster), booster.predict(x, pred_leaf=True),
                      check)
@@ -255,9 +229,9 @@ def _lightgbm(name):
 def _sklearn(name):
     """GradientBoosting's ``apply`` is ``[N, stages, K]``: stage-major trees; HistGradientBoosting
     numbers no leaves: its node index is checked against the predictor's values."""
-    fitted = sklearn_model(name)
+    fitted = models.sklearn_model(name)
     model, ens, X = fitted.model, fitted.ens, fitted.X
-    x = explained_rows(X, 200)
+    x = models.explained_rows(X, 200)
     expected = raw_output(model, x)
 
     def check():
@@ -277,8 +251,8 @@ def _sklearn(name):
 def _library_categorical(case):
     """DataFrames (each library coding them its own way) with categories unseen in training,
     negative and fractional codes and NaN."""
-    fitted = library_categorical(case)
-    model, rows = fitted.model, library_categorical_rows(case)
+    fitted = models.library_categorical(case)
+    model, rows = fitted.model, models.library_categorical_rows(case)
 
     def check():
         assert fitted.ens.node_categorical is not None and np.asarray(fitted.ens.node_categorical).any()
@@ -299,14 +273,15 @@ def _case(build, arg, name, default=True):
 
 
 GENERAL = (
-    [_case(_catboost_trees, i, f"catboost-trees-case{i}") for i in range(len(CATBOOST_TREES))]
-    + [_case(_catboost_categorical, name, f"catboost-categorical-{name}") for name in CATEGORICAL]
-    + [_case(_catboost_categorical_trees, name, f"catboost-categorical-trees-{name}") for name in CATEGORICAL_TREES]
-    + [_case(_xgboost, name, f"xgboost-{name}") for name in XGBOOST]
-    + [_case(_lightgbm, name, f"lightgbm-{name}") for name in LIGHTGBM]
-    + [_case(_sklearn, name, f"sklearn-{name}", name in SKLEARN_DEFAULT) for name in SKLEARN]
+    [_case(_catboost_trees, i, f"catboost-trees-case{i}") for i in range(len(models.CATBOOST_TREES))]
+    + [_case(_catboost_categorical, name, f"catboost-categorical-{name}") for name in models.CATEGORICAL]
+    + [_case(_catboost_categorical_trees, name, f"catboost-categorical-trees-{name}")
+       for name in models.CATEGORICAL_TREES]
+    + [_case(_xgboost, name, f"xgboost-{name}") for name in models.XGBOOST]
+    + [_case(_lightgbm, name, f"lightgbm-{name}") for name in models.LIGHTGBM]
+    + [_case(_sklearn, name, f"sklearn-{name}", name in SKLEARN_DEFAULT) for name in models.SKLEARN]
     + [_case(_library_categorical, case, f"{case.split('-')[0]}-categorical-{case.split('-')[1]}")
-       for case in LIBRARY_CATEGORICAL]
+       for case in models.LIBRARY_CATEGORICAL]
 )
 
 
@@ -353,7 +328,7 @@ def test_sklearn_hist_gradient_boosting_thresholds_and_nan_splits():
     where it sends them, including splits on missing values alone (threshold +inf)."""
     from sklearn import ensemble
 
-    X, y = make_data("regression", n=400, n_features=4)
+    X, y = models.make_data("regression", n=400, n_features=4)
     X[:150, 1] = np.nan
     y[:150] += 3.0  # missingness matters: splits on NaN
     model = ensemble.HistGradientBoostingRegressor(max_iter=8, max_leaf_nodes=12, random_state=0).fit(X, y)
@@ -380,12 +355,12 @@ def test_sklearn_hist_gradient_boosting_thresholds_and_nan_splits():
 def test_categorical_code_matrices(case):
     """Numbers are the codes: unseen codes, negative and fractional ones, huge ones and NaN go
     where the library sends them."""
-    fitted = library_categorical(case)
+    fitted = models.library_categorical(case)
     model, ens = fitted.model, fitted.ens
     rng = np.random.default_rng(9)
     codes = np.asarray([0, 1, 5, 9, 15, 16, 31, 40, 95, -1, -0.5, -0.0, 0.5, 2.7, 1e10, -1e10, np.nan])
     x = np.column_stack([rng.normal(size=(200, 2)), rng.choice(codes, (200, 2))]).astype(np.float32)
-    data = (xgb.DMatrix(x, feature_types=["q", "q", "c", "c"], feature_names=COLUMNS, enable_categorical=True)
+    data = (xgb.DMatrix(x, feature_types=["q", "q", "c", "c"], feature_names=models.COLUMNS, enable_categorical=True)
             if isinstance(model, xgb.Booster) else x)
     assert_close(np.reshape(jaximp.predict(ens, x), (len(x), -1)), raw_output(model, data).reshape(len(x), -1))
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), model.predict(data, pred_leaf=True))
@@ -405,7 +380,7 @@ THRESHOLDS = [0.0, LIGHTGBM_ZERO, -LIGHTGBM_ZERO, 1e-36, -1e-36, 1e-35, -1e-35, 
 @functools.cache
 def stump_text():
     X = np.random.default_rng(0).normal(size=(300, 2)).astype(np.float32)
-    booster = lgb.train(lightgbm_params("regression", num_leaves=2, min_data_in_leaf=5), lgb.Dataset(X, X[:, 0]),
+    booster = lgb.train(models.lightgbm_params("regression", num_leaves=2, min_data_in_leaf=5), lgb.Dataset(X, X[:, 0]),
                         num_boost_round=1)
     return booster.model_to_string()
 

@@ -13,21 +13,11 @@ import runpy
 
 import catboost
 import jax.numpy as jnp
+import models
 import numpy as np
 import pandas as pd
 import pytest
 import xgboost as xgb
-from models import (
-    CAT,
-    STRINGS,
-    catboost_categorical,
-    catboost_categorical_trees,
-    explained,
-    library_categorical,
-    library_categorical_rows,
-    make_data,
-    pool,
-)
 from oracles import assert_close, raw_output
 
 import jaximp
@@ -40,7 +30,7 @@ from jaximp._rows.inputs import as_weights
 @pytest.fixture(scope="module")
 def named():
     """A model trained on a DataFrame with named columns."""
-    X, y = make_data("regression", n=300)
+    X, y = models.make_data("regression", n=300)
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     model = catboost.CatBoostRegressor(iterations=10, depth=3, verbose=0, thread_count=1).fit(frame, y)
     return model, jaximp.from_catboost(model), frame
@@ -143,9 +133,9 @@ def _categorical(layout):
     """``(ens, rows)``: an oblivious model with CTRs over combinations and its training rows, or a
     Lossguide model with one-hot and CTR splits and rows with unseen categories."""
     if layout == "oblivious":
-        fitted = catboost_categorical("combinations_2")
+        fitted = models.catboost_categorical("combinations_2")
         return fitted.ens, fitted.X
-    return catboost_categorical_trees("lossguide_mixed").ens, explained("multiclass")[0]
+    return models.catboost_categorical_trees("lossguide_mixed").ens, models.explained("multiclass")[0]
 
 
 @pytest.mark.parametrize("layout", ["oblivious", "trees"])
@@ -154,7 +144,7 @@ def test_categorical_input_forms_agree(layout):
     another column order (by name), by batches, and as polars frames."""
     ens, frame = _categorical(layout)
     expected = np.asarray(ens.predict(frame))
-    as_category = frame.astype({c: "category" for c in CAT})
+    as_category = frame.astype({c: "category" for c in models.CAT})
     np.testing.assert_array_equal(ens.predict(as_category), expected)
     np.testing.assert_array_equal(ens.predict(frame.to_numpy(dtype=object)), expected)
     np.testing.assert_array_equal(ens.predict(frame[list(reversed(frame.columns))]), expected)  # by name
@@ -168,7 +158,7 @@ BAD_CATEGORICAL = [
     (lambda f: f.astype({"c2": float}), TypeError, "c2.*strings or integers"),
     (lambda f: f.drop(columns="c1"), ValueError, r"missing \['c1'\]"),
     (lambda f: f.assign(c0=[None] + list(f.c0[1:])), TypeError, "c0.*missing value"),
-    (lambda f: pool(f), TypeError, "raw categorical values"),
+    (lambda f: models.pool(f), TypeError, "raw categorical values"),
     (lambda f: f[["f0", "f1"]].to_numpy(), ValueError, "must have 6 columns"),
 ]
 
@@ -176,8 +166,10 @@ BAD_CATEGORICAL = [
 @pytest.mark.parametrize("layout, change, error, match", [("oblivious", *case) for case in BAD_CATEGORICAL]
                          + [("trees", *case) for i, case in enumerate(BAD_CATEGORICAL) if i != 2])
 def test_bad_categorical_rows(layout, change, error, match):
-    fitted = catboost_categorical("combinations_2") if layout == "oblivious" else catboost_categorical_trees(
-        "lossguide_mixed")
+    if layout == "oblivious":
+        fitted = models.catboost_categorical("combinations_2")
+    else:
+        fitted = models.catboost_categorical_trees("lossguide_mixed")
     ens, frame = fitted.ens, fitted.X  # the training rows
     with pytest.raises(error, match=match):
         ens.predict(change(frame))
@@ -191,8 +183,8 @@ def test_bad_categorical_rows(layout, change, error, match):
 def test_sklearn_codes_values_as_its_encoder_does():
     """scikit-learn looks every value up among the training values (numbers too: 2.5 and 16 are
     unseen, hence missing) whatever the rows come as: a DataFrame or an object array."""
-    fitted = library_categorical("sklearn-reg")
-    rows = library_categorical_rows("sklearn-reg")
+    fitted = models.library_categorical("sklearn-reg")
+    rows = models.library_categorical_rows("sklearn-reg")
     objects = rows.to_numpy(dtype=object)
     assert_close(jaximp.predict(fitted.ens, objects), raw_output(fitted.model, rows))
     shuffled = rows[["d", "c", "b", "a"]]  # matched by name
@@ -201,11 +193,11 @@ def test_sklearn_codes_values_as_its_encoder_does():
 
 @pytest.mark.parametrize("library", ["xgboost", "lightgbm", "sklearn"])
 def test_frames_the_libraries_refuse(library):
-    fitted = library_categorical(f"{library}-reg")
+    fitted = models.library_categorical(f"{library}-reg")
     model, ens, df = fitted.model, fitted.ens, fitted.X
     if library == "xgboost":
         unseen = df.iloc[:5].copy()
-        unseen["c"] = pd.Categorical(["s1", "zz", "s3", None, "s1"], categories=STRINGS + ["zz"])
+        unseen["c"] = pd.Categorical(["s1", "zz", "s3", None, "s1"], categories=models.STRINGS + ["zz"])
         with pytest.raises(xgb.core.XGBoostError, match="not in the training set"):
             model.predict(xgb.DMatrix(unseen, enable_categorical=True))
         with pytest.raises(ValueError, match=r"predict: X's column 'c' must hold categories seen in training; "

@@ -22,29 +22,12 @@ import itertools
 import json
 
 import jax.numpy as jnp
+import models
 import numpy as np
 import pandas as pd
 import pytest
 import shap
 import xgboost as xgb
-from models import (
-    CATEGORICAL_TREES,
-    COLUMNS,
-    STRINGS,
-    catboost_categorical_trees,
-    catboost_trees,
-    explained,
-    explained_rows,
-    library_categorical,
-    library_categorical_rows,
-    lightgbm_model,
-    lightgbm_rows,
-    pool,
-    random_ensemble,
-    sklearn_model,
-    sklearn_tiny,
-    xgboost_tiny,
-)
 from oracles import (
     assert_close,
     catboost_json_trees,
@@ -74,7 +57,7 @@ slow = pytest.mark.slow
 @pytest.mark.parametrize("seed, depths, n_outputs",
                          [(0, (1, 1, 1), 1), (1, (2, 3), 2), (2, (4, 2, 1, 3), 1), (3, (3,), 1)])
 def test_oblivious_ensembles(method, seed, depths, n_outputs):
-    ens = random_ensemble(seed, depths, n_outputs=n_outputs, scale=0.7)
+    ens = models.random_ensemble(seed, depths, n_outputs=n_outputs, scale=0.7)
     rng = np.random.default_rng(seed + 10)
     x = rng.normal(size=(12, ens.n_features)).astype(np.float32)
     background = rng.normal(size=(9, ens.n_features)).astype(np.float32) if method == "interventional" else None
@@ -91,7 +74,7 @@ def test_oblivious_ensembles(method, seed, depths, n_outputs):
 
 def test_repeated_feature_is_one_player():
     # One tree splitting on feature 0 at both depths: feature 0 takes the whole deviation.
-    ens = random_ensemble(5, (2,))
+    ens = models.random_ensemble(5, (2,))
     ens = dataclasses.replace(ens, split_features=jnp.zeros((1, 2), jnp.int32))
     x = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
     for method in ("path_dependent", "exact", "approximate"):
@@ -109,18 +92,18 @@ def tiny(library, name):
     depth 3), LightGBM ``name`` (3 iterations of 6 leaves), scikit-learn ``hgb`` / ``gb``."""
     if library == "catboost":
         kind, grow_policy = name.split("-")
-        fitted = catboost_trees(kind, grow_policy, 3, 6 if grow_policy == "Lossguide" else None, "Max", iterations=3,
-                                n_features=4)
-        return fitted, explained_rows(fitted.X, 10), fitted.X[200:215], catboost_json_trees(fitted.json)
+        max_leaves = 6 if grow_policy == "Lossguide" else None
+        fitted = models.catboost_trees(kind, grow_policy, 3, max_leaves, "Max", iterations=3, n_features=4)
+        return fitted, models.explained_rows(fitted.X, 10), fitted.X[200:215], catboost_json_trees(fitted.json)
     if library == "xgboost":
-        fitted = xgboost_tiny(name)
+        fitted = models.xgboost_tiny(name)
         trees = xgboost_json_trees(json.loads(fitted.model.save_raw("json")))
-        return fitted, explained_rows(fitted.X, 10), fitted.X[200:215], trees
+        return fitted, models.explained_rows(fitted.X, 10), fitted.X[200:215], trees
     if library == "lightgbm":
-        fitted = lightgbm_model(name, n_features=4, rounds=3, num_leaves=6)
-        return fitted, lightgbm_rows(fitted.model, fitted.X, 12), fitted.X[300:315], lightgbm_trees(fitted.model)
-    fitted = sklearn_tiny(name)
-    return fitted, explained_rows(fitted.X, 8), None, sklearn_trees(fitted.model)
+        fitted = models.lightgbm_model(name, n_features=4, rounds=3, num_leaves=6)
+        return fitted, models.lightgbm_rows(fitted.model, fitted.X, 12), fitted.X[300:315], lightgbm_trees(fitted.model)
+    fitted = models.sklearn_tiny(name)
+    return fitted, models.explained_rows(fitted.X, 8), None, sklearn_trees(fitted.model)
 
 
 def check_tree_games(library, name, method):
@@ -180,8 +163,8 @@ class PredictionGame:
 
 
 def _sklearn_game(name):
-    fitted = sklearn_model(name)
-    x, background = explained_rows(fitted.X, 6), fitted.X[200:215]
+    fitted = models.sklearn_model(name)
+    x, background = models.explained_rows(fitted.X, 6), fitted.X[200:215]
 
     def predict(rows):
         return raw_output(fitted.model, rows).reshape(len(rows), -1)
@@ -192,15 +175,15 @@ def _sklearn_game(name):
 def _catboost_game(name):
     """Non-symmetric models with one-hot and CTR splits (CatBoost's ``reference_data`` SHAP
     crashes on them): every player is one column, and a column's one-hot values and CTRs follow it."""
-    fitted = catboost_categorical_trees(name)
-    frame, _ = explained(CATEGORICAL_TREES[name][0])
+    fitted = models.catboost_categorical_trees(name)
+    frame, _ = models.explained(models.CATEGORICAL_TREES[name][0])
     rows, background = frame.iloc[::10], pd.concat([fitted.X.iloc[:6], frame.iloc[41::9]])
 
     def predict(hybrid):
         hybrid = pd.DataFrame(hybrid, columns=rows.columns).astype(rows.dtypes.to_dict())
-        return raw_output(fitted.trained, pool(hybrid)).reshape(len(hybrid), -1)
+        return raw_output(fitted.trained, models.pool(hybrid)).reshape(len(hybrid), -1)
 
-    base = raw_output(fitted.trained, pool(background)).reshape(len(background), -1).mean(0)
+    base = raw_output(fitted.trained, models.pool(background)).reshape(len(background), -1).mean(0)
     return PredictionGame(fitted.ens, rows, background, rows.to_numpy(dtype=object), background.to_numpy(dtype=object),
                           predict, base)
 
@@ -208,12 +191,13 @@ def _catboost_game(name):
 def _library_game(case):
     """Categorical splits of XGBoost and LightGBM (rows as the frames' codes) and scikit-learn
     (raw values); shap refuses categorical splits."""
-    fitted = library_categorical(case)
-    rows, background = library_categorical_rows(case).iloc[::8], fitted.X.iloc[100:120]
+    fitted = models.library_categorical(case)
+    rows, background = models.library_categorical_rows(case).iloc[::8], fitted.X.iloc[100:120]
     if case.startswith("sklearn"):
         def predict(hybrid):
-            frame = pd.DataFrame(hybrid, columns=COLUMNS).astype({"a": np.float32, "b": np.float32, "d": np.float32})
-            frame["c"] = pd.Categorical(frame["c"], categories=STRINGS + ["new"])
+            frame = pd.DataFrame(hybrid, columns=models.COLUMNS)
+            frame = frame.astype({"a": np.float32, "b": np.float32, "d": np.float32})
+            frame["c"] = pd.Categorical(frame["c"], categories=models.STRINGS + ["new"])
             return raw_output(fitted.model, frame).reshape(len(frame), -1)
 
         x, bg = rows.to_numpy(dtype=object), background.to_numpy(dtype=object)
@@ -221,7 +205,7 @@ def _library_game(case):
         def predict(codes):
             data = codes.astype(np.float32)
             if case.startswith("xgboost"):
-                data = xgb.DMatrix(data, feature_types=["q", "q", "c", "c"], feature_names=COLUMNS,
+                data = xgb.DMatrix(data, feature_types=["q", "q", "c", "c"], feature_names=models.COLUMNS,
                                    enable_categorical=True)
             return raw_output(fitted.model, data).reshape(len(codes), -1)
 

@@ -12,25 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import models
 import numpy as np
 import pytest
 import shap
-from models import (
-    CATBOOST_TREES,
-    CATEGORICAL,
-    CATEGORICAL_TREES,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_trees,
-    explained,
-    explained_rows,
-    library_categorical,
-    library_categorical_rows,
-    pool,
-    train,
-    wide_rows,
-    xgboost_model,
-)
 from oracles import assert_close, catboost_interactions, xgboost_contributions
 
 import jaximp
@@ -42,9 +27,9 @@ slow = pytest.mark.slow
 @pytest.mark.parametrize("kind, depth", [("regression", 3), pytest.param("binary", 6, marks=slow), ("multiclass", 4),
                                          pytest.param("multiregression", 2, marks=slow)])
 def test_oblivious_models_against_catboost(kind, depth):
-    model, _, _, _ = train(kind, depth=depth, iterations=6)
+    model, _, _, _ = models.train(kind, depth=depth, iterations=6)
     ens = jaximp.from_catboost(model)
-    X = wide_rows(kind)[:30]
+    X = models.wide_rows(kind)[:30]
     expected = catboost_interactions(model, X)
     got = shap_interaction_values(ens, X)
     assert got.shape == expected.shape and got.dtype == np.float32
@@ -67,34 +52,34 @@ class Reference:
 
 
 def _catboost_trees(index):
-    fitted = catboost_trees(*CATBOOST_TREES[index])
-    x = explained_rows(fitted.X, 20)
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[index])
+    x = models.explained_rows(fitted.X, 20)
     return Reference(fitted.ens, x, catboost_interactions(fitted.model, x), sums=True)
 
 
 def _catboost_categorical(name):
-    fitted = catboost_categorical(name)
-    frame, y = explained(CATEGORICAL[name][0])
+    fitted = models.catboost_categorical(name)
+    frame, y = models.explained(models.CATEGORICAL[name][0])
     frame, y = frame.iloc[::4], y[::4]
-    return Reference(fitted.ens, frame, catboost_interactions(fitted.model, pool(frame, y)))
+    return Reference(fitted.ens, frame, catboost_interactions(fitted.model, models.pool(frame, y)))
 
 
 def _catboost_categorical_trees(name):
-    fitted = catboost_categorical_trees(name)
-    frame, y = explained(CATEGORICAL_TREES[name][0])
+    fitted = models.catboost_categorical_trees(name)
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
     frame, y = frame.iloc[::4], y[::4]
-    return Reference(fitted.ens, frame, catboost_interactions(fitted.model, pool(frame, y)), sums=True)
+    return Reference(fitted.ens, frame, catboost_interactions(fitted.model, models.pool(frame, y)), sums=True)
 
 
 def _xgboost(name):
-    fitted = xgboost_model(name)
-    x = explained_rows(fitted.X, 30)
+    fitted = models.xgboost_model(name)
+    x = models.explained_rows(fitted.X, 30)
     return Reference(fitted.ens, x, xgboost_contributions(fitted.model, x, pred_interactions=True)[:, :-1, :-1])
 
 
 def _xgboost_categorical(case):
-    fitted = library_categorical(case)
-    rows = library_categorical_rows(case).iloc[::3]
+    fitted = models.library_categorical(case)
+    rows = models.library_categorical_rows(case).iloc[::3]
     return Reference(fitted.ens, rows, xgboost_contributions(fitted.model, rows, pred_interactions=True)[:, :-1, :-1])
 
 

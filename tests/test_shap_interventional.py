@@ -18,25 +18,10 @@ import dataclasses
 
 import catboost
 import lightgbm as lgb
+import models
 import numpy as np
 import pytest
 import shap
-from models import (
-    CATBOOST_TREES,
-    CATEGORICAL,
-    KINDS,
-    catboost_categorical,
-    catboost_trees,
-    explained,
-    explained_rows,
-    lightgbm_model,
-    lightgbm_rows,
-    pool,
-    sklearn_model,
-    train,
-    wide_rows,
-    xgboost_model,
-)
 from oracles import (
     assert_close,
     catboost_json_trees,
@@ -69,22 +54,22 @@ class AgainstShap:
 
 
 def _oblivious(kind):
-    model, X_train, _, _ = train(kind, depth=6, iterations=8)
+    model, X_train, _, _ = models.train(kind, depth=6, iterations=8)
     ens = jaximp.from_catboost(model)
-    return AgainstShap(ens, wide_rows(kind)[:40], X_train[:50], shap_tree_dict(oblivious_trees(ens), ens.bias))
+    return AgainstShap(ens, models.wide_rows(kind)[:40], X_train[:50], shap_tree_dict(oblivious_trees(ens), ens.bias))
 
 
 def _catboost_trees(index):
-    fitted = catboost_trees(*CATBOOST_TREES[index])
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[index])
     trees = shap_tree_dict(catboost_json_trees(fitted.json), fitted.json["scale_and_bias"][1])
-    return AgainstShap(fitted.ens, explained_rows(fitted.X, 40), fitted.X[100:150], trees)
+    return AgainstShap(fitted.ens, models.explained_rows(fitted.X, 40), fitted.X[100:150], trees)
 
 
 def _xgboost(name):
     """shap 0.51 adds one base_score to every class of an XGBoost 3 multiclass model: additivity
     against XGBoost's margin checks the expected value for every output."""
-    fitted = xgboost_model(name)
-    x = explained_rows(fitted.X, 30)
+    fitted = models.xgboost_model(name)
+    x = models.explained_rows(fitted.X, 30)
     return AgainstShap(fitted.ens, x, fitted.X[100:140], fitted.model, raw_output(fitted.model, x).reshape(len(x), -1),
                        check_base=fitted.ens.n_outputs == 1)
 
@@ -94,18 +79,18 @@ def _lightgbm(name):
     missing type NaN, which every node of these models has (NaN in every training column); rows
     within a float32 step of a threshold are left out, where shap's traversal (not LightGBM's)
     can go the other way. shap reads K outputs from the classifier, not from a Booster."""
-    fitted = lightgbm_model(name)
+    fitted = models.lightgbm_model(name)
     model, ens = fitted.model, fitted.ens
     if name == "multiclass":
         model = lgb.LGBMClassifier(n_estimators=12, num_leaves=15, learning_rate=0.3, n_jobs=1,
                                    verbose=-1, random_state=0, deterministic=True).fit(fitted.X, fitted.y)
         ens = jaximp.from_lightgbm(model)
-    return AgainstShap(ens, lightgbm_rows(fitted.model, fitted.X, 45, edges=False), fitted.X[200:260], model)
+    return AgainstShap(ens, models.lightgbm_rows(fitted.model, fitted.X, 45, edges=False), fitted.X[200:260], model)
 
 
 def _sklearn(name):
-    fitted = sklearn_model(name)
-    return AgainstShap(fitted.ens, explained_rows(fitted.X, 30), fitted.X[100:140], fitted.model,
+    fitted = models.sklearn_model(name)
+    return AgainstShap(fitted.ens, models.explained_rows(fitted.X, 30), fitted.X[100:140], fitted.model,
                        shap_kwargs=dict(check_additivity=False))
 
 
@@ -142,26 +127,27 @@ def test_against_shap(build, arg):
 
 
 def _reference_data(kind):
-    model, X_train, y, _ = train(kind, depth=5, iterations=8)
-    X, background = wide_rows(kind)[:30], X_train[:40]
+    model, X_train, y, _ = models.train(kind, depth=5, iterations=8)
+    X, background = models.wide_rows(kind)[:30], X_train[:40]
     values, expected = catboost_shap(model, X, label=y[:30], reference_data=catboost.Pool(background, label=y[:40]))
     return jaximp.from_catboost(model), X, background, values, expected
 
 
 def _categorical_reference_data(name):
-    fitted = catboost_categorical(name)
-    frame, y = explained(CATEGORICAL[name][0])
+    fitted = models.catboost_categorical(name)
+    frame, y = models.explained(models.CATEGORICAL[name][0])
     background = fitted.X.iloc[:60]
-    values, expected = catboost_shap(fitted.model, pool(frame, y), reference_data=pool(background, fitted.y[:60]))
+    values, expected = catboost_shap(fitted.model, models.pool(frame, y),
+                                     reference_data=models.pool(background, fitted.y[:60]))
     return fitted.ens, frame, background, values, expected
 
 
 CATEGORICAL_DEFAULT = ("combinations_2", "combinations_4", "multiclass", "multiregression")  # players of one and of
 # several columns, one-hot and CTR splits, every output kind
 REFERENCE_DATA = (
-    [_case(_reference_data, kind, kind, kind in ("regression", "multiclass")) for kind in KINDS]
+    [_case(_reference_data, kind, kind, kind in ("regression", "multiclass")) for kind in models.KINDS]
     + [_case(_categorical_reference_data, name, f"categorical-{name}", name in CATEGORICAL_DEFAULT)
-       for name in CATEGORICAL]
+       for name in models.CATEGORICAL]
 )
 
 
@@ -179,7 +165,7 @@ def test_against_catboost_reference_data(build, arg):
 def test_background_weighting_and_size():
     # The background enters through leaf histograms: a repeated background gives the same values,
     # and a background of one row explains the difference from that row's prediction.
-    model, X, _, _ = train("regression", depth=5)
+    model, X, _, _ = models.train("regression", depth=5)
     ens = jaximp.from_catboost(model)
     once = shap_values(ens, X[:50], method="interventional", background=X[:10])
     assert_close(shap_values(ens, X[:50], method="interventional", background=np.tile(X[:10], (300, 1)),

@@ -20,31 +20,10 @@ import dataclasses
 
 import catboost
 import jax.numpy as jnp
+import models
 import numpy as np
 import pytest
 import shap
-from models import (
-    CATBOOST_TREES,
-    CATEGORICAL,
-    CATEGORICAL_TREES,
-    XGBOOST,
-    catboost_categorical,
-    catboost_categorical_trees,
-    catboost_trees,
-    explained,
-    explained_rows,
-    library_categorical,
-    library_categorical_rows,
-    lightgbm_model,
-    lightgbm_rows,
-    make_data,
-    pool,
-    sklearn_model,
-    summed,
-    train,
-    wide_rows,
-    xgboost_model,
-)
 from oracles import (
     assert_close,
     catboost_shap,
@@ -75,15 +54,15 @@ class Explained:
 
 
 def _oblivious(kind, depth):
-    model, _, _, _ = train(kind, depth=depth, iterations=10 if depth < 7 else 4)
-    X = wide_rows(kind)
+    model, _, _, _ = models.train(kind, depth=depth, iterations=10 if depth < 7 else 4)
+    X = models.wide_rows(kind)
     return Explained(model, jaximp.from_catboost(model), X, X)
 
 
 def _oblivious_categorical(name):
-    fitted = catboost_categorical(name)
-    frame, y = explained(CATEGORICAL[name][0])
-    return Explained(fitted.model, fitted.ens, frame, pool(frame, y))
+    fitted = models.catboost_categorical(name)
+    frame, y = models.explained(models.CATEGORICAL[name][0])
+    return Explained(fitted.model, fitted.ens, frame, models.pool(frame, y))
 
 
 OBLIVIOUS_DEFAULT = ("combinations_2", "combinations_4", "multiclass", "multiregression")  # categorical models:
@@ -98,7 +77,7 @@ OBLIVIOUS = [  # numeric: (kind, depth); categorical: a name of models.CATEGORIC
     pytest.param(_oblivious, ("binary", 7), id="binary-7", marks=slow),
     pytest.param(_oblivious, ("multiclass", 8), id="multiclass-8"),
 ] + [pytest.param(_oblivious_categorical, (name,), id=f"categorical-{name}",
-                  marks=() if name in OBLIVIOUS_DEFAULT else slow) for name in CATEGORICAL]
+                  marks=() if name in OBLIVIOUS_DEFAULT else slow) for name in models.CATEGORICAL]
 
 
 @pytest.mark.parametrize("build, args", OBLIVIOUS)
@@ -116,9 +95,9 @@ def test_oblivious_models_against_catboost(build, args):
 
 @pytest.mark.parametrize("kind", [pytest.param("regression", marks=slow), "multiclass"])
 def test_oblivious_models_against_shap(kind):
-    model, _, _, _ = train(kind, depth=6, iterations=8)
+    model, _, _, _ = models.train(kind, depth=6, iterations=8)
     ens = jaximp.from_catboost(model)
-    X = wide_rows(kind)[:40]
+    X = models.wide_rows(kind)[:40]
     explainer = shap.TreeExplainer(model)  # tree_path_dependent
     expected = np.asarray(explainer.shap_values(X))
     got = shap_values(ens, X)
@@ -129,9 +108,9 @@ def test_oblivious_models_against_shap(kind):
 @pytest.mark.parametrize("kind", [pytest.param("regression", marks=slow), pytest.param("multiregression", marks=slow),
                                   "multiclass"])
 def test_summed_models_of_mixed_depth(kind):
-    model, X_train, y = summed(kind, depths=(2, 5, 3))
+    model, X_train, y = models.summed(kind, depths=(2, 5, 3))
     ens = jaximp.from_catboost(model)
-    X = wide_rows(kind)
+    X = models.wide_rows(kind)
     for method, calc_type in CALC_TYPE.items():
         values, expected = catboost_shap(model, X, shap_calc_type=calc_type)
         assert_close(shap_values(ens, X, method=method).reshape(values.shape), values)
@@ -144,7 +123,7 @@ def test_summed_models_of_mixed_depth(kind):
 
 
 def test_sample_weights_and_scale():
-    model, X, _, _ = train("regression", depth=4, weighted=True)
+    model, X, _, _ = models.train("regression", depth=4, weighted=True)
     ens = jaximp.from_catboost(model)
     values, expected = catboost_shap(model, X[:50])
     assert_close(shap_values(ens, X[:50]), values[..., 0])
@@ -162,9 +141,9 @@ def test_sample_weights_and_scale():
 def test_nan_rows_and_named_frames(nan_mode):
     import pandas as pd
 
-    model, X_train, y, _ = train("regression", depth=4, nan_mode=nan_mode, nan_fraction=0.2)
+    model, X_train, y, _ = models.train("regression", depth=4, nan_mode=nan_mode, nan_fraction=0.2)
     ens = jaximp.from_catboost(model)
-    X, _ = make_data("regression", n=40, seed=5, nan_fraction=0.3)
+    X, _ = models.make_data("regression", n=40, seed=5, nan_fraction=0.3)
     values, expected = catboost_shap(model, X)
     assert_close(shap_values(ens, X), values[..., 0])
     values, _ = catboost_shap(model, X, label=y[:40], reference_data=catboost.Pool(X_train[:30], label=y[:30]))
@@ -194,18 +173,19 @@ class Reference:
 
 
 def _catboost_trees(index):
-    fitted = catboost_trees(*CATBOOST_TREES[index])
-    x = explained_rows(fitted.X)
+    fitted = models.catboost_trees(*models.CATBOOST_TREES[index])
+    x = models.explained_rows(fitted.X)
     return Reference(fitted.ens, x, lambda method: catboost_shap(fitted.model, x, shap_calc_type=CALC_TYPE[method]),
                      raw_output(fitted.model, x).reshape(len(x), -1))
 
 
 def _catboost_categorical_trees(name):
-    fitted = catboost_categorical_trees(name)
-    frame, y = explained(CATEGORICAL_TREES[name][0])
+    fitted = models.catboost_categorical_trees(name)
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
+    data = models.pool(frame, y)
     return Reference(fitted.ens, frame,
-                     lambda method: catboost_shap(fitted.model, pool(frame, y), shap_calc_type=CALC_TYPE[method]),
-                     raw_output(fitted.model, pool(frame)).reshape(len(frame), -1))
+                     lambda method: catboost_shap(fitted.model, data, shap_calc_type=CALC_TYPE[method]),
+                     raw_output(fitted.model, models.pool(frame)).reshape(len(frame), -1))
 
 
 def _xgboost_contributions(booster, rows, method):
@@ -214,20 +194,20 @@ def _xgboost_contributions(booster, rows, method):
 
 
 def _xgboost(name):
-    fitted = xgboost_model(name)
-    x = explained_rows(fitted.X)
+    fitted = models.xgboost_model(name)
+    x = models.explained_rows(fitted.X)
     return Reference(fitted.ens, x, lambda method: _xgboost_contributions(fitted.model, x, method))
 
 
 def _lightgbm(name):
-    fitted = lightgbm_model(name)
-    x = lightgbm_rows(fitted.model, fitted.X)
+    fitted = models.lightgbm_model(name)
+    x = models.lightgbm_rows(fitted.model, fitted.X)
     return Reference(fitted.ens, x, lambda method: lightgbm_contributions(fitted.model, x))
 
 
 def _library_categorical(case):
-    fitted = library_categorical(case)
-    rows = library_categorical_rows(case)
+    fitted = models.library_categorical(case)
+    rows = models.library_categorical_rows(case)
     if case.startswith("xgboost"):
         return Reference(fitted.ens, rows, lambda method: _xgboost_contributions(fitted.model, rows, method))
     return Reference(fitted.ens, rows, lambda method: lightgbm_contributions(fitted.model, rows))
@@ -236,8 +216,8 @@ def _library_categorical(case):
 def _sklearn(name):
     """shap's TreeExplainer, where it is right: it refuses multiclass GradientBoosting and sums a
     multiclass HistGradientBoosting's classes into one output (brute force there instead)."""
-    fitted = sklearn_model(name)
-    x = explained_rows(fitted.X, 40)
+    fitted = models.sklearn_model(name)
+    x = models.explained_rows(fitted.X, 40)
 
     def reference(method):
         explainer = shap.TreeExplainer(fitted.model, feature_perturbation="tree_path_dependent")
@@ -256,13 +236,13 @@ def _case(build, arg, method, default, name):
 
 GENERAL_TREES = (
     [_case(_catboost_trees, i, method, CATBOOST_TREES_DEFAULT[i] == method, f"catboost-trees-case{i}")
-     for method in ("path_dependent", "approximate") for i in range(len(CATBOOST_TREES))]
+     for method in ("path_dependent", "approximate") for i in range(len(models.CATBOOST_TREES))]
     + [_case(_catboost_categorical_trees, name, method, name in ("depthwise_ctr", "lossguide_mixed"),
              f"catboost-categorical-{name}")
-       for name in CATEGORICAL_TREES for method in ("path_dependent", "approximate")]
+       for name in models.CATEGORICAL_TREES for method in ("path_dependent", "approximate")]
     + [_case(_xgboost, name, "path_dependent", name in ("squarederror", "softprob"), f"xgboost-{name}")
-       for name in XGBOOST]  # every objective of XGBOOST with -m slow (each model costs seconds of compilation)
-    + [_case(_xgboost, name, "approximate", name == "softprob", f"xgboost-{name}") for name in XGBOOST]
+       for name in models.XGBOOST]  # every objective of XGBOOST with -m slow (each model costs seconds of compilation)
+    + [_case(_xgboost, name, "approximate", name == "softprob", f"xgboost-{name}") for name in models.XGBOOST]
     + [_case(_library_categorical, case, "path_dependent", case != "xgboost-reg", f"{case.split('-')[0]}-categorical-"
              f"{case.split('-')[1]}") for case in ("xgboost-reg", "xgboost-multi", "lightgbm-reg")]
     + [_case(_library_categorical, "xgboost-multi", "approximate", True, "xgboost-categorical-multi")]
