@@ -23,6 +23,7 @@ from scipy.special import expit
 
 import jaximp
 from jaximp import loss_function_change, permutation_importance
+from jaximp._importances.metrics import as_targets
 
 RTOL, ATOL = 1e-5, 1e-5
 slow = pytest.mark.slow
@@ -186,6 +187,7 @@ def test_batch_independent_and_bad_inputs():
                                   "thread_count": 1, "allow_writing_files": False}).fit(X, y.astype(float))
     with pytest.raises(ValueError, match=r"loss_function_change: the model's loss_function must be one of"):
         loss_function_change(jaximp.from_catboost(quantile), X, y)
+    assert as_targets(y, ens, len(X), "f").dtype == np.int32
 
 
 def test_bad_inputs_of_tree_ensembles():

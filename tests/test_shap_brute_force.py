@@ -10,6 +10,8 @@ library.
 * Interventional values over the columns whose game is the model's own predictions of rows
   mixed with a background: models whose trees the oracle does not walk (categorical splits,
   multiclass boosting) or that shap explains wrongly.
+* The kernels of deep trees (quadrature, slot bits counted over a path's edges) forced on tiny
+  trees, against the same enumeration.
 
 Tolerances: jaximp builds float32 tables where the enumeration is float64, over a few trees:
 ``rtol=1e-5, atol=1e-5 * max(1, magnitude)``.
