@@ -2,12 +2,15 @@
 
 Everything here is deterministic (fixed seeds, one thread) and cached per arguments, so that the
 test modules share each model: CatBoost's oblivious models (``train``, ``summed``), its
-non-symmetric ones (``catboost_trees``), its categorical models of both layouts
-(``catboost_categorical``, ``catboost_categorical_trees``, ``catboost_combinations``), XGBoost
-(``xgboost_model``), LightGBM (``lightgbm_model``, ``lightgbm_deep``), scikit-learn
+non-symmetric ones (``catboost_trees``, ``depthwise_multiclass``), its categorical models of both
+layouts (``catboost_categorical``, ``catboost_categorical_trees``, ``catboost_combinations``),
+XGBoost (``xgboost_model``), LightGBM (``lightgbm_model``, ``lightgbm_deep``), scikit-learn
 (``sklearn_model``), the categorical models of XGBoost, LightGBM and scikit-learn
-(``library_categorical``), and hand-made oblivious ensembles (``random_ensemble``). Models are
-small enough that the whole set trains in seconds on 2 cores.
+(``library_categorical``), tiny models for brute force (``xgboost_tiny``, ``sklearn_tiny``, small
+arguments of the others) and hand-made oblivious ensembles (``random_ensemble``). A model is a
+:class:`Fitted` (the library's model, jaximp's ensemble, the training rows) or, for
+``train``/``summed``, a tuple. Models are small enough that the whole set trains in seconds on
+2 cores.
 """
 
 from __future__ import annotations

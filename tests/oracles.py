@@ -1,5 +1,5 @@
 """What jaximp's numbers are checked against: definitions enumerated in float64 NumPy, and the
-reference libraries' own numbers in jaximp's layouts.
+reference libraries' own numbers in jaximp's layouts. Every brute force of the suite is here.
 
 * ``shapley``: exact Shapley values of any set function, by enumerating every coalition.
 * ``Tree``: one binary tree as node arrays with the library's own decision rule, read from each
@@ -11,13 +11,13 @@ reference libraries' own numbers in jaximp's layouts.
 * ``prediction_shap``: interventional Shapley values over the columns, each coalition's value the
   mean of the model's own predictions of rows mixed with a background.
 * ``permutation_importances``: permutation importance with jaximp's own row draws
-  (``row_draws``), the model predicting every permuted copy.
-* ``prediction_values_change``, ``split_statistics``, ``json_interaction``: CatBoost's and
-  XGBoost's model importances written out from their definitions.
+  (``row_draws``), the model predicting every permuted copy, scored by ``catboost_loss_score``
+  (CatBoost's eval_metrics), ``model_loss`` or any scorer.
+* ``prediction_values_change``, ``split_statistics``, ``json_interaction``, ``mean_abs``:
+  CatBoost's and XGBoost's model importances and mean |SHAP| written out from their definitions.
 * CatBoost, XGBoost, LightGBM, scikit-learn and shap as references: ``catboost_shap``,
   ``catboost_interactions``, ``catboost_interaction``, ``xgboost_contributions``,
-  ``lightgbm_contributions``, ``raw_output``, ``model_loss``, ``shap_tree_dict``,
-  ``shap_layout``.
+  ``lightgbm_contributions``, ``raw_output``, ``shap_tree_dict``, ``shap_layout``.
 * ``assert_close``: explicit tolerances, relative to the expected magnitude.
 """
 
