@@ -3,7 +3,8 @@
 Oracles: central finite differences in float64 (``jax_enable_x64`` for this module, restored
 after it) along random directions; ``jax.grad`` without jit for ``jit(grad)``; a Python loop of
 concrete calls for ``vmap`` over a batch of ensembles; brute-force Shapley values of the soft
-model's game, its value function walked recursively through each tree.
+model's path-dependent game, each tree read from the ensemble with sigmoid splits
+(tests/oracles.py).
 
 Tolerances: every function is computed in float64 here (models cast to float64), so a central
 difference with step ``h = 1e-5`` agrees with the gradient to about ``h^2`` (curvature) plus
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
-import math
 
 import catboost
 import jax
@@ -24,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import xgboost
-from conftest import make_data, train
+from models import make_data, train
+from oracles import soft_trees, tree_shap
 from sklearn.ensemble import GradientBoostingRegressor
 
 import jaximp
@@ -313,65 +313,6 @@ def test_soft_gradients_match_finite_differences(name, function):
                                                                        for n in params))
 
 
-def merge(x, temperature, coalition, feature, border, nan_right, left, right):
-    """A node of the soft path-dependent walk: ``(value, cover)`` from its children's: soft
-    routing on a feature of the coalition, cover-weighted (1/2 each at cover 0) elsewhere."""
-    (vl, cl), (vr, cr) = left, right
-    if feature in coalition:
-        if np.isnan(x[feature]):
-            p = float(nan_right)
-        elif not np.isfinite(border):  # padding: never right
-            p = 0.0
-        else:
-            p = 1.0 / (1.0 + math.exp(-(x[feature] - border) / temperature))
-        return p * vr + (1 - p) * vl, cl + cr
-    return ((cr * vr + cl * vl) / (cl + cr) if cl + cr > 0 else 0.5 * (vl + vr)), cl + cr
-
-
-def soft_game_value(ens, x, temperature, coalition, tree):
-    """``v(S)`` of one tree of the soft model (Lundberg et al. 2020, Algorithm 1, soft)."""
-    node = functools.partial(merge, x, temperature, coalition)
-    values, weights = np.asarray(ens.leaf_values[tree]), np.asarray(ens.leaf_weights[tree])
-    if isinstance(ens, jaximp.ObliviousEnsemble):  # level k from the root splits at depth D - 1 - k
-        features, borders = np.asarray(ens.split_features[tree]), np.asarray(ens.split_borders[tree])
-
-        def walk(level, leaf):
-            if level == ens.depth:
-                return values[leaf], weights[leaf]
-            d = ens.depth - 1 - level
-            return node(features[d], borders[d], ens.nan_modes[features[d]] == "Max",
-                        walk(level + 1, leaf), walk(level + 1, leaf | (1 << d)))
-
-        return walk(0, 0)[0]
-    children = np.asarray(ens.node_children[tree])
-    features, borders = np.asarray(ens.node_features[tree]), np.asarray(ens.node_borders[tree])
-    nan_right = np.asarray(ens.node_nan_right[tree])
-
-    def walk(pointer):
-        if pointer < 0:
-            return values[~pointer], weights[~pointer]
-        return node(features[pointer], borders[pointer], nan_right[pointer],
-                    walk(children[pointer, 0]), walk(children[pointer, 1]))
-
-    return walk(int(ens.roots[tree]))[0]
-
-
-def brute_force_soft_shap(ens, x, temperature):
-    """``f64[F, K]`` Shapley values of the soft model's path-dependent game, by enumeration."""
-    n = ens.n_features
-    phi = np.zeros((n, ens.n_outputs))
-    for tree in range(ens.n_trees):
-        v = {s: soft_game_value(ens, x, temperature, set(s), tree)
-             for r in range(n + 1) for s in itertools.combinations(range(n), r)}
-        for i in range(n):
-            for s, value in v.items():
-                if i in s:
-                    continue
-                w = math.factorial(len(s)) * math.factorial(n - len(s) - 1) / math.factorial(n)
-                phi[i] += w * (v[tuple(sorted(s + (i,)))] - value)
-    return float(ens.scale) * phi
-
-
 @pytest.mark.parametrize("name", ["oblivious", "trees", pytest.param("trees-binary", marks=slow)])
 def test_soft_shap_equals_brute_force(name):
     ens, _ = model(name)
@@ -382,8 +323,9 @@ def test_soft_shap_equals_brute_force(name):
         got = np.asarray(jaximp.soft_shap_values(ens, X, temperature))
         if got.ndim == 2:
             got = got[..., None]
-        for i, x in enumerate(np.asarray(X)):
-            np.testing.assert_allclose(got[i], brute_force_soft_shap(ens, x, temperature), rtol=1e-9, atol=1e-12)
+        expected = tree_shap(soft_trees(ens, temperature), np.asarray(X), ens.n_features)  # [N, F, K]
+        for i in range(len(X)):
+            np.testing.assert_allclose(got[i], expected[i], rtol=1e-9, atol=1e-12)
         additive = got.sum(1)[:, 0] + float(np.asarray(jaximp.expected_value(ens)).reshape(-1)[0])
         soft = np.asarray(jaximp.soft_predict(ens, X, temperature)).reshape(len(X), -1)[:, 0]
         np.testing.assert_allclose(additive, soft, rtol=1e-9, atol=1e-12)

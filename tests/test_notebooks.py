@@ -1,10 +1,10 @@
 """The notebooks run top to bottom (their cells assert against the reference libraries).
 
 gpu_analysis and huge_data run with ``-m slow`` (about a minute on 2 cores together): what their
-cells assert is asserted by default elsewhere, against the same oracles (tests/test_shap.py,
-test_importance.py, test_permutation.py and test_xgboost.py for the importances, test_plots.py,
-test_scale.py for rows on a device, batch sizes, devices, the compilation cache and explain_files
-against in-memory SHAP, test_dask.py and test_cli.py)."""
+cells assert is asserted by default elsewhere, against the same oracles (tests/test_shap_*.py and
+test_importances_*.py for every library's numbers, test_frontends_plots.py, test_scale.py for rows
+on a device, batch sizes, devices and the compilation cache, test_frontends_files.py for
+explain_files against in-memory SHAP, test_frontends_dask.py and test_frontends_cli.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,13 @@
-"""Scale: where results live, global importances without the per-row matrix, default step sizes,
-several devices and the persistent compilation cache.
+"""Scale: where results live, results that do not depend on batch sizes or devices, global
+importances without the per-row matrix, default step sizes, several devices and the persistent
+compilation cache. (Permutation importance, LossFunctionChange and PVC with rows check their own
+batch sizes and devices in tests/test_importances_*.py; files streamed by explain_files:
+tests/test_frontends_files.py.)
 
-Oracles: the same functions on host rows (results on the device must be identical: the same
-compiled block program runs every row), and the mean of the per-row values computed in memory
-in float64 (global importances add float32 sums of 1024-row blocks, so they agree to about
-``1024 * 6e-8``: ``rtol=1e-5`` of the largest entry).
+Oracles: the same functions on host rows, in one step and on one device (results must be
+identical: the same compiled block program runs every row), and the mean of the per-row values
+computed in memory in float64 (global importances add float32 sums of 1024-row blocks, so they
+agree to about ``1024 * 6e-8``: ``rtol=1e-5`` of the largest entry).
 """
 
 from __future__ import annotations
@@ -21,35 +24,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import make_data, train
+from models import CATBOOST_TREES, catboost_trees, depthwise_multiclass, explained_rows, make_data, train
+from oracles import assert_close, mean_abs
 
 import jaximp
 from jaximp._rows import batching as _batching
 
-
-def tree_model(tmp_path_factory, kind="multiclass"):
-    """A Depthwise CatBoost model reloaded from its JSON export, as a TreeEnsemble: ``(ens, X)``."""
-    X, y = make_data(kind, n=500, n_features=5, nan_fraction=0.05)
-    model = catboost.CatBoost(dict(loss_function="MultiClass", depth=4, iterations=8, grow_policy="Depthwise",
-                                   learning_rate=0.3, random_seed=0, verbose=0, thread_count=1,
-                                   allow_writing_files=False)).fit(X, y)
-    path = tmp_path_factory.mktemp("tree") / "model.json"
-    model.save_model(str(path), format="json")
-    return jaximp.from_catboost(str(path)), X
-
-
-@pytest.fixture(scope="module", params=["oblivious", "tree"])
-def ensemble(request, tmp_path_factory):
-    """``(ens, X)``: a multiclass oblivious model and a multiclass Depthwise one."""
-    if request.param == "oblivious":
-        model, X, _, _ = train("multiclass", depth=4, iterations=10, nan_fraction=0.05)
-        return jaximp.from_catboost(model), X
-    return tree_model(tmp_path_factory)
-
-
 # The module's heaviest checks on the Depthwise model (every tree kernel compiled for rows on a
 # second device) run with -m slow; the same functions of that model run by default in the tests of
-# global importances and files below, and on the oblivious model here.
+# global importances below and of files (test_frontends_files.py), and on the oblivious model here.
 OBLIVIOUS_BY_DEFAULT = pytest.mark.parametrize("ensemble", ["oblivious", pytest.param("tree", marks=pytest.mark.slow)],
                                                indirect=True)
 
@@ -100,16 +83,74 @@ def test_functions_of_the_model_alone_return_jax_arrays(ensemble):
         assert isinstance(out, jax.Array)
 
 
-# 2. Global importances ---------------------------------------------------------------------
+# 2. Batch sizes and devices -------------------------------------------------------------------
 
 
-def mean_abs(values):
-    return np.abs(np.asarray(values, np.float64)).mean(0)
+@pytest.mark.parametrize("batch_size", [1, 7, 64, 1000])
+def test_leaves_do_not_depend_on_batch_size(batch_size):
+    model, X, _, _ = train("multiclass", depth=6)
+    ens = jaximp.from_catboost(model)
+    np.testing.assert_array_equal(ens.predict(X, batch_size=batch_size), ens.predict(X))
+    np.testing.assert_array_equal(
+        jaximp.leaf_indices(ens, X, batch_size=batch_size), jaximp.leaf_indices(ens, X)
+    )
+
+
+@pytest.mark.parametrize("method", ["path_dependent", "exact", "approximate", "interventional"])
+def test_shap_does_not_depend_on_batch_size(method):
+    model, X, _, _ = train("multiclass", depth=6)
+    ens = jaximp.from_catboost(model)
+    background = X[:25] if method == "interventional" else None
+    expected = jaximp.shap_values(ens, X, method=method, background=background)
+    for batch_size in (1, 7, 300):
+        got = jaximp.shap_values(ens, X, method=method, background=background, batch_size=batch_size)
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.slow  # by default, TreeEnsemble steps and devices: the tests of rows on a device and of permutation
+def test_tree_ensembles_do_not_depend_on_batch_size():
+    fitted = catboost_trees(*CATBOOST_TREES[1])
+    ens, x = fitted.ens, explained_rows(fitted.X, 300)
+    whole = jaximp.predict(ens, x)
+    np.testing.assert_array_equal(jaximp.predict(ens, x, batch_size=64), whole)
+    np.testing.assert_array_equal(jaximp.predict(ens, x, devices=2), whole)
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, x, batch_size=100), jaximp.leaf_indices(ens, x))
+    np.testing.assert_array_equal(jaximp.shap_values(ens, x, batch_size=64), jaximp.shap_values(ens, x))
+
+
+def test_leaves_sharded_over_devices(regression_model):
+    _, ens, X, _ = regression_model
+    expected = ens.predict(X)
+    np.testing.assert_array_equal(ens.predict(X, devices=1), expected)
+    np.testing.assert_array_equal(ens.predict(X, devices=[jax.devices()[0]]), expected)
+    if len(jax.devices()) >= 2:
+        np.testing.assert_array_equal(ens.predict(X, devices=2, batch_size=64), expected)
+        np.testing.assert_array_equal(jaximp.leaf_indices(ens, X, devices=2), jaximp.leaf_indices(ens, X))
+    with pytest.raises(ValueError, match="devices must be between 1 and"):
+        ens.predict(X, devices=1000)
+    with pytest.raises(TypeError, match="devices must be None, an int or a list"):
+        ens.predict(X, devices="gpu")
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        ens.predict(X, batch_size=0)
+
+
+def test_shap_sharded_over_devices():
+    model, X, _, _ = train("multiclass", depth=5)
+    ens = jaximp.from_catboost(model)
+    for method, background in (("path_dependent", None), ("interventional", X[:33])):
+        expected = jaximp.shap_values(ens, X, method=method, background=background)
+        np.testing.assert_array_equal(jaximp.shap_values(ens, X, method=method, background=background, devices=1),
+                                      expected)
+        if len(jax.devices()) >= 2:
+            got = jaximp.shap_values(ens, X, method=method, background=background, devices=2, batch_size=64)
+            np.testing.assert_array_equal(got, expected)
+
+
+# 3. Global importances ---------------------------------------------------------------------
 
 
 def assert_mean_close(got, expected):
-    scale = float(np.abs(expected).max())
-    np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-5, atol=1e-5 * scale)
+    assert_close(got, expected, floor=0.0)
 
 
 @pytest.mark.parametrize("method", ["path_dependent", "interventional", "approximate", "exact"])
@@ -186,7 +227,7 @@ def test_bad_arguments():
         jaximp.shap_importance(ens, X[:, :3])
 
 
-# 3. Default step sizes ---------------------------------------------------------------------
+# 4. Default step sizes ---------------------------------------------------------------------
 
 
 def test_default_steps_fit_the_device(monkeypatch):
@@ -218,7 +259,7 @@ def test_a_wide_model_explains_in_small_blocks(monkeypatch):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
 
 
-# 4. Several devices and the compilation cache (fresh processes) ----------------------------
+# 5. Several devices and the compilation cache (fresh processes) ----------------------------
 
 
 def run_python(code: str, env: dict | None = None) -> str:
@@ -228,7 +269,7 @@ def run_python(code: str, env: dict | None = None) -> str:
     return result.stdout
 
 
-@pytest.mark.slow  # two devices in this process, by default: test_core, test_shap, test_permutation and others
+@pytest.mark.slow  # two devices in this process, by default: above, test_importances_permutation.py and others
 def test_one_two_and_four_devices_give_identical_numbers(tmp_path):
     model, X, y, _ = train("multiclass", depth=4, iterations=10)
     path = tmp_path / "model.cbm"
@@ -272,97 +313,6 @@ def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == written  # ... and read back, not recompiled
 
 
-# 5. Streaming files ------------------------------------------------------------------------
-
-
-def write_parquet(frame, directory, parts=3, row_group_size=50):
-    """``frame`` split over ``parts`` Parquet files of several row groups each: their glob."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    for i, chunk in enumerate(np.array_split(np.arange(len(frame)), parts)):
-        pq.write_table(pa.Table.from_pandas(frame.iloc[chunk], preserve_index=False),
-                       directory / f"part-{i}.parquet", row_group_size=row_group_size)
-    return str(directory / "*.parquet")
-
-
-def test_explain_files_streams_parquet_like_memory(ensemble, tmp_path, capfd):
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    ens, X = ensemble
-    frame = pd.DataFrame(X, columns=list(ens.feature_names))
-    source = write_parquet(frame, tmp_path)
-    out = tmp_path / "shap.parquet"
-    got = jaximp.explain_files(ens, source, out=out, batch_rows=64, columns=list(ens.feature_names))
-    written = pq.read_table(out).to_pandas()
-    k = ens.n_outputs
-    assert len(written) == len(X) and list(written.columns[:k]) == [f"shap_{ens.feature_names[0]}_{c}"
-                                                                   for c in jaximp._frontends.files.output_labels(ens)]
-    shap = written.filter(like="shap_").to_numpy().reshape(len(X), ens.n_features, k)
-    np.testing.assert_array_equal(shap, jaximp.shap_values(ens, X))
-    np.testing.assert_array_equal(written.filter(like="prediction_").to_numpy(), jaximp.predict(ens, X))
-    assert_mean_close(got, mean_abs(jaximp.shap_values(ens, X)))
-    assert "explain_files" in capfd.readouterr().err  # the progress bar
-    jaximp.explain_files(ens, source, columns=list(ens.feature_names), progress=False)
-    assert capfd.readouterr().err == ""
-
-
-def test_explain_files_reads_csv_by_column_name(tmp_path):
-    """A model trained on a DataFrame reads its columns by name (extra columns ignored), from CSV."""
-    import pandas as pd
-
-    X, y = make_data("regression", n=300)
-    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
-    model = catboost.CatBoostRegressor(iterations=10, depth=3, random_seed=0, verbose=0, thread_count=1,
-                                       allow_writing_files=False).fit(frame, y)
-    ens = jaximp.from_catboost(model)
-    frame.insert(0, "id", np.arange(len(frame)))
-    frame[list(reversed(frame.columns))].to_csv(tmp_path / "rows.csv", index=False)
-    got = jaximp.explain_files(ens, tmp_path / "rows.csv", progress=False, method="interventional",
-                               background=frame[list(ens.feature_names)][:30])
-    expected = mean_abs(jaximp.shap_values(ens, X, method="interventional", background=X[:30]))
-    assert_mean_close(got, expected)
-
-
-def test_explain_files_with_categorical_columns(tmp_path):
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(1)
-    frame = pd.DataFrame({"a": rng.choice(list("pqrstu"), 400), "num": rng.normal(size=400).astype(np.float32),
-                          "b": rng.choice(list("xyz"), 400)})
-    y = frame.a.isin(["p", "q"]).astype(float) + frame.num
-    model = catboost.CatBoostRegressor(iterations=15, depth=3, cat_features=["a", "b"], random_seed=0, verbose=0,
-                                       thread_count=1, allow_writing_files=False).fit(frame, y)
-    ens = jaximp.from_catboost(model)
-    out = tmp_path / "shap.parquet"
-    jaximp.explain_files(ens, write_parquet(frame, tmp_path), out=out, progress=False, batch_rows=100)
-    written = pq.read_table(out).to_pandas()
-    np.testing.assert_array_equal(written[[f"shap_{c}" for c in ens.feature_names]].to_numpy(),
-                                  jaximp.shap_values(ens, frame))
-    np.testing.assert_array_equal(written["prediction"].to_numpy(), jaximp.predict(ens, frame))
-
-
-def test_explain_files_bad_input(tmp_path):
-    import pandas as pd
-
-    model, X, _, _ = train("regression")
-    ens = jaximp.from_catboost(model)
-    with pytest.raises(FileNotFoundError, match="no file matches"):
-        jaximp.explain_files(ens, str(tmp_path / "*.parquet"))
-    with pytest.raises(FileNotFoundError, match="no such file"):
-        jaximp.explain_files(ens, tmp_path / "missing.parquet")
-    source = write_parquet(pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])]), tmp_path, parts=1)
-    with pytest.raises(ValueError, match=r"columns \['nope'\]"):
-        jaximp.explain_files(ens, source, columns=["nope"], progress=False)
-    with pytest.raises(ValueError, match="batch_rows"):
-        jaximp.explain_files(ens, source, batch_rows=0, progress=False)
-    (tmp_path / "junk.parquet").write_text("not parquet")
-    with pytest.raises(ValueError, match="cannot read"):
-        jaximp.explain_files(ens, tmp_path / "junk.parquet", progress=False)
-
-
 def test_calls_of_several_steps_show_progress(monkeypatch, capfd):
     """A bar appears once a call of several steps lasts over _PROGRESS_DELAY (here 0 s); one step,
     or progress=False, shows none."""
@@ -404,12 +354,13 @@ def test_importances_with_targets_live_where_the_rows_are(ensemble):
         np.testing.assert_allclose(np.asarray(resident), host, rtol=1e-6, atol=1e-7, err_msg=name)
 
 
-def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch, tmp_path_factory):
+def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch):
     """TreeEnsemble SHAP sizes its steps for CPU caches on CPUs only; the accelerator choice (wider
     row steps, more trees per chunk), run here on the CPU, gives the same values."""
     from jaximp._shap import tree_plans as _tree_shap
 
-    ens, X = tree_model(tmp_path_factory)
+    fitted = depthwise_multiclass()
+    ens, X = fitted.ens, fitted.X
     kind = _tree_shap.Kind("path", _tree_shap._layout(ens, "path")[0])
     assert _tree_shap._step(ens, kind, "gpu") != _tree_shap._step(ens, kind, "cpu")
     backgrounds = {"path_dependent": None, "interventional": X[:50]}

@@ -1,8 +1,10 @@
 """The CatBoost drop-in ``get_feature_importance`` against CatBoost's own method.
 
-Oracle: ``model.get_feature_importance(...)`` of CatBoost 1.2.10 on small trained numeric
-oblivious models (regression, binary Logloss, MultiClass, MultiRMSE), type by type, raw and
-prettified. New model kinds (categorical features, Depthwise trees) are added to ``MODELS``.
+Oracle: ``model.get_feature_importance(...)`` of CatBoost 1.2.10, type by type, raw and
+prettified, on small trained oblivious models (regression, binary Logloss, MultiClass,
+MultiRMSE, categorical features: ``MODELS``) and non-symmetric ones (Depthwise, Lossguide, with
+and without categorical features: the numbers of the model reloaded from its JSON export,
+CatBoost's reference, given the freshly trained model object).
 
 Tolerances: jaximp computes in float32 what CatBoost computes in float64, summed over <= 20
 trees, so values agree to a few 1e-7 of their magnitude: ``rtol=1e-5, atol=1e-5 * magnitude``
@@ -14,30 +16,34 @@ softmax moves with every output, which amplifies the float32 rounding of the raw
 
 from __future__ import annotations
 
+import functools
+
 import catboost
+import models
 import numpy as np
+import oracles
 import pandas as pd
 import pytest
-from conftest import train
-from test_categorical import CAT, make_frame, make_target
 
 import jaximp
 from jaximp import get_feature_importance
 from jaximp._frontends import dropin_cache as _dropin
+from jaximp._frontends.pool_rows import evaluated_from_pool
+from jaximp._rows.inputs import as_features
 
 N_ROWS, N_REFERENCE = 12, 8
 
 
 def _numeric(kind):
     def build():
-        model, X, y, _ = train(kind)
+        model, X, y, _ = models.train(kind)
         return model, X, y
     return build
 
 
 def _named():
     """A regression model trained on a DataFrame with column names (interaction_indices by name)."""
-    model, X, y, _ = train("regression")
+    model, X, y, _ = models.train("regression")
     frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
     named = catboost.CatBoost(dict(loss_function="RMSE", depth=3, iterations=8, random_seed=0,
                                    verbose=0, thread_count=1, allow_writing_files=False))
@@ -49,11 +55,11 @@ def _categorical(kind):
     """A model with one-hot and CTR splits on raw categorical columns (frames and Pools with
     cat_features, which jaximp reads through CatBoost's own leaf indices)."""
     def build():
-        frame = make_frame(300, seed=0)
-        y = make_target(frame, kind)
+        frame = models.make_frame(300, seed=0)
+        y = models.make_target(frame, kind)
         model = catboost.CatBoost(dict(loss_function={"binary": "Logloss", "multiclass": "MultiClass"}[kind],
                                        iterations=8, depth=4, random_seed=0, verbose=0, thread_count=1,
-                                       allow_writing_files=False, cat_features=CAT, one_hot_max_size=4,
+                                       allow_writing_files=False, cat_features=models.CAT, one_hot_max_size=4,
                                        max_ctr_complexity=1))
         return model.fit(frame, y), frame, y
     return build
@@ -69,7 +75,6 @@ MODELS = [
     ("categorical_multiclass", _categorical("multiclass")),
 ]
 NAMES = [name for name, _ in MODELS]
-_BUILT: dict = {}
 
 
 def names(slow=()):
@@ -78,27 +83,25 @@ def names(slow=()):
     return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in NAMES]
 
 
+@functools.cache
 def model_of(name):
-    if name not in _BUILT:
-        _BUILT[name] = dict(MODELS)[name]()
-    return _BUILT[name]
+    return dict(MODELS)[name]()
 
 
 def pools(name):
     model, X, y = model_of(name)
-    cats = CAT if isinstance(X, pd.DataFrame) and "c0" in X else None
+    cats = models.CAT if isinstance(X, pd.DataFrame) and "c0" in X else None
     data = catboost.Pool(X[:N_ROWS], y[:N_ROWS], cat_features=cats)
     reference = catboost.Pool(X[100 : 100 + N_REFERENCE], cat_features=cats)
     return model, data, reference
 
 
 def assert_close(got, expected, scale=1e-5):
-    expected = np.asarray(expected, np.float64)
+    """CatBoost's layout and dtype (float64), values to ``rtol=1e-5, atol=scale * magnitude``."""
     got = np.asarray(got)
-    assert got.shape == expected.shape
+    assert got.shape == np.shape(expected)
     assert got.dtype == np.float64
-    magnitude = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=scale * magnitude)
+    oracles.assert_close(got, expected, atol=scale)
 
 
 def assert_frames_close(got, expected):
@@ -296,7 +299,7 @@ def test_cache_builds_once_and_rebuilds_after_refit(monkeypatch):
     calls = []
     real = _dropin.from_catboost
     monkeypatch.setattr(_dropin, "from_catboost", lambda m, **kw: calls.append(1) or real(m, **kw))
-    model, X, y, _ = train("regression", iterations=3)
+    model, X, y, _ = models.train("regression", iterations=3)
     model = model.copy()
     get_feature_importance(model)
     get_feature_importance(model, catboost.Pool(X[:3]), type="ShapValues")
@@ -381,3 +384,91 @@ def test_interaction_with_data_warns_like_catboost_notice():
     with pytest.warns(UserWarning, match="data is not used"):
         got = get_feature_importance(model, data, type="Interaction")
     assert_close(got, model.get_feature_importance(type="Interaction"), scale=1e-6)
+
+
+# Non-symmetric models: the numbers of the model reloaded from its JSON export ---------------------
+
+
+@pytest.mark.slow  # by default: the drop-in on categorical Depthwise models (below)
+def test_numeric_non_symmetric_models():
+    """get_feature_importance of a freshly trained Depthwise model object: CatBoost's layouts, and
+    the numbers of that model reloaded from its JSON export (CatBoost's trained-model walk for
+    Interaction and its SHAP differ, see jaximp._importances.interaction_trees)."""
+    X, y = models.make_data("regression", n=300, nan_fraction=0.05)
+    trained_model = catboost.CatBoostRegressor(iterations=8, depth=5, grow_policy="Depthwise", random_seed=0,
+                                               verbose=0, thread_count=1, allow_writing_files=False).fit(X, y)
+    _, model, _ = models.json_reloaded(trained_model)
+    data = catboost.Pool(X, y)
+    for kind in ("LossFunctionChange", "PredictionValuesChange"):
+        np.testing.assert_allclose(get_feature_importance(trained_model, data, type=kind),
+                                   model.get_feature_importance(data, type=kind), rtol=1e-5, atol=1e-5)
+        frame = get_feature_importance(trained_model, data, type=kind, prettified=True)
+        want = model.get_feature_importance(data, type=kind, prettified=True)
+        assert list(frame.columns) == list(want.columns) and list(frame["Feature Id"]) == list(want["Feature Id"])
+    rows = get_feature_importance(trained_model, type="Interaction")
+    want = model.get_feature_importance(type="Interaction")
+    assert rows.shape == want.shape
+    np.testing.assert_array_equal(rows[:, :2], want[:, :2])  # same pairs, same order (no ties here)
+    oracles.assert_close(rows[:, 2], want[:, 2])
+    frame = get_feature_importance(trained_model, type="Interaction", prettified=True)
+    assert list(frame.columns) == list(model.get_feature_importance(type="Interaction", prettified=True).columns)
+    pair = catboost.Pool(X[:2])
+    oracles.assert_close(get_feature_importance(trained_model, pair, type="PredictionDiff"),
+                         model.get_feature_importance(pair, type="PredictionDiff"))
+    with pytest.raises(ValueError, match="method must be one of"):
+        get_feature_importance(trained_model, data, type="ShapValues", shap_calc_type="Exact")
+
+
+@pytest.mark.parametrize("name", ["depthwise_ctr", pytest.param("lossguide_ctr_complexity", marks=pytest.mark.slow)])
+def test_categorical_non_symmetric_models(name):
+    """get_feature_importance of the freshly trained model object gives the numbers of the model
+    reloaded from its JSON export, CatBoost's layouts included."""
+    fitted = models.catboost_categorical_trees(name)
+    model, reloaded = fitted.trained, fitted.model
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
+    data = models.pool(frame, y)
+    oracles.assert_close(get_feature_importance(model, data, type="LossFunctionChange"),
+                         reloaded.get_feature_importance(data, type="LossFunctionChange"))
+    rows = get_feature_importance(model, type="Interaction")
+    want = reloaded.get_feature_importance(type="Interaction")
+    assert rows.shape == want.shape
+    np.testing.assert_array_equal(rows[:, :2], want[:, :2])  # same pairs, same order (no ties here)
+    oracles.assert_close(rows[:, 2], want[:, 2])
+    frame_out = get_feature_importance(model, data, type="LossFunctionChange", prettified=True)
+    assert isinstance(frame_out, pd.DataFrame)
+    assert list(frame_out.columns) == list(reloaded.get_feature_importance(data, type="LossFunctionChange",
+                                                                           prettified=True).columns)
+
+
+@pytest.mark.parametrize("name", ["depthwise_ctr", "lossguide_mixed"])
+def test_a_categorical_pool_of_non_symmetric_models(name):
+    """CatBoost evaluates the Pool's splits for jaximp (a probe model over every split, since a
+    non-symmetric tree's leaf only tells the splits on its path), and the drop-in gives the
+    JSON-reloaded model's numbers; interventional values equal jaximp's on the raw frames."""
+    fitted = models.catboost_categorical_trees(name)
+    model, reloaded, ens = fitted.trained, fitted.model, fitted.ens
+    frame, y = models.explained(models.CATEGORICAL_TREES[name][0])
+    data = models.pool(frame, y)
+    for kind, kw in (("ShapValues", {}), ("ShapValues", dict(shap_calc_type="Approximate")),
+                     ("PredictionValuesChange", {}), ("ShapInteractionValues", {})):
+        oracles.assert_close(get_feature_importance(model, data, type=kind, **kw),
+                             reloaded.get_feature_importance(data, type=kind, **kw))
+    background = frame.iloc[::8]
+    got = get_feature_importance(model, data, type="ShapValues", reference_data=models.pool(background))
+    phi = np.asarray(jaximp.shap_values(ens, frame, method="interventional", background=background))
+    np.testing.assert_array_equal(np.moveaxis(got, 1, 2)[..., :-1, :] if phi.ndim == 3 else got[:, :-1], phi)
+
+
+def test_probe_bins_decide_every_node_as_the_featurizer():
+    fitted = models.catboost_categorical_trees("lossguide_mixed")
+    model, ens = fitted.trained, fitted.ens
+    frame, _ = models.explained("multiclass")
+    probed = np.asarray(evaluated_from_pool(model, ens, models.pool(frame)))
+    featurized = np.asarray(as_features(frame, ens, "test"))
+    j = np.asarray(ens.node_borders)
+    real = np.isfinite(j)
+    feature = np.asarray(ens.node_features)[real]
+    np.testing.assert_array_equal(probed[:, feature] > j[real], featurized[:, feature] > j[real])
+    other = models.catboost_categorical_trees("depthwise_ctr").trained
+    with pytest.raises(ValueError, match="not the one the ensemble was imported from"):
+        evaluated_from_pool(other, ens, models.pool(frame))

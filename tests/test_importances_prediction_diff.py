@@ -16,17 +16,14 @@ magnitude ~1 agree to 1e-6 relative, so ``rtol=1e-5, atol=1e-5 * max(1, |expecte
 
 from __future__ import annotations
 
-import functools
-
 import catboost
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import json_reloaded, make_data
+from models import catboost_trees, json_reloaded, make_data
 
 import jaximp
 from jaximp import get_feature_importance
-from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 GRID = [  # (kind, loss, grow_policy, max_leaves, nan_mode)
     ("regression", "RMSE", "Depthwise", None, "Min"),
@@ -36,16 +33,12 @@ GRID = [  # (kind, loss, grow_policy, max_leaves, nan_mode)
 ]
 
 
-@functools.cache
 def trained(kind, loss, grow_policy, max_leaves, nan_mode):
-    """``(ens, CatBoost model reloaded from JSON, X)``: X has 5% NaN."""
-    X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)
-    params = dict(loss_function=loss, depth=5, iterations=15, grow_policy=grow_policy, nan_mode=nan_mode,
-                  random_seed=0, verbose=0, thread_count=1, allow_writing_files=False)
-    if max_leaves:
-        params["max_leaves"] = max_leaves
-    model_json, reloaded = json_reloaded(catboost.CatBoost(params).fit(X, y))
-    return tree_ensemble_from_json(model_json), reloaded, X
+    """``(ens, CatBoost model reloaded from JSON, X)``: 15 trees of depth 5, X has 5% NaN."""
+    fitted = catboost_trees(kind, grow_policy, 5, max_leaves, nan_mode, iterations=15, n=400, n_features=5,
+                            learning_rate=None)
+    assert fitted.ens.loss_function == loss
+    return fitted.ens, fitted.model, fitted.X
 
 
 def _pairs(ens, X):
@@ -103,8 +96,8 @@ def test_stumps():
     X, y = make_data("regression", n=100, n_features=4)
     model = catboost.CatBoost(dict(loss_function="RMSE", depth=3, iterations=3, grow_policy="Lossguide",
                                    max_leaves=2, verbose=0, random_seed=0, allow_writing_files=False)).fit(X, y)
-    model_json, reloaded = json_reloaded(model)
-    ens = tree_ensemble_from_json(model_json)
+    _, reloaded, path = json_reloaded(model)
+    ens = jaximp.from_catboost(path)
     for rows in (X[[0, 0]], X[[0, 1]]):
         assert_close(get_feature_importance(ens, rows, type="PredictionDiff"),
                      reloaded.get_feature_importance(type="PredictionDiff", data=catboost.Pool(rows)))
@@ -118,7 +111,7 @@ def test_refused_like_catboost(kind, loss, match):
     X, y = make_data(kind, n=200, n_features=5)
     model = catboost.CatBoost(dict(loss_function=loss, depth=4, iterations=4, grow_policy="Depthwise",
                                    verbose=0, allow_writing_files=False)).fit(X, y)
-    _, reloaded = json_reloaded(model)
+    _, reloaded, _ = json_reloaded(model)
     with pytest.raises(catboost.CatBoostError, match="Is not supported for multiclass"):
         reloaded.get_feature_importance(type="PredictionDiff", data=catboost.Pool(X[:2]))
     with pytest.raises(ValueError, match=match):

@@ -1,4 +1,5 @@
-"""Metrics against sklearn.metrics on random data; model losses against CatBoost's eval_metrics.
+"""The scores of permutation importance and LossFunctionChange: scikit-learn's scorers against
+sklearn.metrics on random data, the model losses against CatBoost's eval_metrics.
 
 Oracles run in float64 (sklearn, CatBoost); jaximp runs in float32 over a few hundred rows, so
 scores agree to rtol 1e-5 (float32 sums of ~300 terms of magnitude ~1), atol 1e-6.
@@ -11,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 import sklearn.metrics as skm
-from conftest import train
+from models import train
 from scipy.special import expit, softmax
 
 import jaximp
@@ -195,16 +196,6 @@ def test_bad_targets_raise(kind, y, error, match):
     ens = jaximp.from_catboost(train(kind)[0])
     with pytest.raises(error, match=match):
         scoring.as_targets(y, ens, 400, "f")
-
-
-@pytest.mark.parametrize("w, match", [
-    (np.ones(3), r"f: sample_weight must have shape \(400,\)"),
-    (-np.ones(400), "f: sample_weight must be finite, non-negative and not all 0"),
-    (np.zeros(400), "f: sample_weight must be finite, non-negative and not all 0"),
-])
-def test_bad_weights_raise(w, match):
-    with pytest.raises(ValueError, match=match):
-        as_weights(w, 400, "f")
 
 
 def test_resolve_scoring_names_the_valid_scorers():

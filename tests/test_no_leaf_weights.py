@@ -1,4 +1,4 @@
-"""Non-symmetric models (Depthwise, Lossguide) whose file carries no leaf weights.
+"""Models whose file carries no leaf weights: non-symmetric (Depthwise, Lossguide) and oblivious.
 
 How such a model is made honestly: the JSON export with every leaf's ``"weight"`` deleted, which
 CatBoost loads (``GetNonSymmetricModelTrees``, json_model_helpers.cpp, reads a weight only where
@@ -20,20 +20,17 @@ Tolerance: float32 tables against CatBoost's float64, values of magnitude ~1-5 (
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import os
-import tempfile
 
 import catboost
 import jax.numpy as jnp
 import numpy as np
+import oracles
 import pytest
-from conftest import make_data
+from models import catboost_trees, train
 
 import jaximp
 from jaximp import get_feature_importance
-from jaximp._importers.catboost_trees import tree_ensemble_from_json
 
 GRID = [  # (kind, loss, grow_policy, max_leaves)
     ("regression", "RMSE", "Depthwise", None),
@@ -41,34 +38,13 @@ GRID = [  # (kind, loss, grow_policy, max_leaves)
 ]
 
 
-def _strip(node):
-    node.pop("weight", None)
-    if "split" in node:
-        _strip(node["left"])
-        _strip(node["right"])
-
-
-@functools.cache
 def trained(kind, loss, grow_policy, max_leaves):
-    """``(ens without weights, CatBoost model loaded from that JSON, its path, X, y)``."""
-    X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)
-    params = dict(loss_function=loss, depth=5, iterations=10, grow_policy=grow_policy, random_seed=0,
-                  verbose=0, thread_count=1, allow_writing_files=False)
-    if max_leaves:
-        params["max_leaves"] = max_leaves
-    model = catboost.CatBoost(params).fit(X, y)
-    directory = tempfile.mkdtemp()
-    path = os.path.join(directory, "model.json")
-    model.save_model(path, format="json")
-    with open(path) as f:
-        model_json = json.load(f)
-    for tree in model_json["trees"]:
-        _strip(tree)
-    with open(path, "w") as f:
-        json.dump(model_json, f)
-    reloaded = catboost.CatBoost()
-    reloaded.load_model(path, format="json")
-    return tree_ensemble_from_json(model_json), reloaded, path, X, y
+    """``(ens without weights, CatBoost model loaded from that JSON, its path, X, y)``: 10 trees
+    of depth 5 on 400 rows with 5% NaN, the JSON export with every leaf's weight deleted."""
+    fitted = catboost_trees(kind, grow_policy, 5, max_leaves, nan_mode=None, iterations=10, n=400, n_features=5,
+                            learning_rate=None, strip_weights=True)
+    assert fitted.ens.loss_function == loss
+    return fitted.ens, fitted.model, fitted.path, fitted.X, fitted.y
 
 
 @pytest.fixture(scope="module", ids=lambda c: "-".join(map(str, c[1:3])),
@@ -78,10 +54,8 @@ def case(request):
 
 
 def assert_close(got, expected):
-    expected = np.asarray(expected, np.float64)
-    got = np.asarray(got, np.float64)
-    assert got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(expected).max()))
+    assert np.shape(got) == np.shape(expected)
+    oracles.assert_close(got, expected)
 
 
 def test_the_model_has_no_leaf_weights(case):
@@ -169,3 +143,28 @@ def test_weighted_pool_refused(case):
 def test_interaction_needs_no_weights(case):
     _, reloaded, path, _, _ = case
     assert_close(get_feature_importance(path, type="Interaction"), reloaded.get_feature_importance(type="Interaction"))
+
+
+def test_an_oblivious_model_file_without_leaf_weights_counts_them_on_the_rows(tmp_path):
+    """CatBoost counts leaf weights on the rows it explains when the model carries none, and
+    asks for data where it needs training weights."""
+    model, X, y, _ = train("regression", depth=4)
+    model.save_model(tmp_path / "m.json", format="json")
+    stripped = json.loads((tmp_path / "m.json").read_text())
+    for tree in stripped["oblivious_trees"]:
+        tree.pop("leaf_weights")
+    (tmp_path / "stripped.json").write_text(json.dumps(stripped))
+    reference = catboost.CatBoost()
+    reference.load_model(str(tmp_path / "stripped.json"), format="json")
+    ens = jaximp.from_catboost(tmp_path / "stripped.json")
+    pool = catboost.Pool(X, y)
+    np.testing.assert_allclose(jaximp.shap_values(ens, X),
+                               reference.get_feature_importance(pool, type="ShapValues")[:, :-1],
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(jaximp.prediction_values_change(ens, X),
+                               reference.get_feature_importance(pool, type="PredictionValuesChange"),
+                               rtol=1e-5, atol=1e-4)
+    for call in (lambda: jaximp.prediction_values_change(ens), lambda: jaximp.Explainer(ens),
+                 lambda: jaximp.expected_value(ens), lambda: jaximp.split_importance(ens, "gain")):
+        with pytest.raises(ValueError, match="carries no leaf weights"):
+            call()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_data, train
+from models import make_data, train
 
 import jaximp
 

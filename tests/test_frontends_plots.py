@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from conftest import train  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
+from models import train  # noqa: E402
 from sklearn.inspection import permutation_importance as sklearn_permutation_importance  # noqa: E402
 from sklearn.utils import Bunch  # noqa: E402
 

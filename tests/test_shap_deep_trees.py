@@ -1,0 +1,214 @@
+"""SHAP of deep trees: quadrature instead of per-leaf tables, the buckets of paths by their
+number of players, and deep models of every library against the library's own numbers.
+
+Oracles: the closed form of the interventional tables (Beta integrals as factorials); the
+features on each path of LightGBM's own tree dump; CatBoost (``ShapValues``,
+``ShapInteractionValues``, ``LossFunctionChange``) on models reloaded from their JSON export,
+LightGBM's ``pred_contrib`` and shap's ``TreeExplainer`` on trees deeper than any table.
+(The deep kernels on tiny trees against brute force: tests/test_shap_brute_force.py.)
+Tolerances: ``rtol=1e-5, atol=1e-5 * max(1, magnitude)``; LossFunctionChange ``1e-4``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import catboost
+import numpy as np
+import pandas as pd
+import pytest
+import shap
+from models import LOSS, catboost_trees, explained_rows, lightgbm_deep, lightgbm_rows, make_data
+from oracles import (
+    assert_close,
+    catboost_interactions,
+    catboost_json_trees,
+    catboost_shap,
+    lightgbm_contributions,
+    shap_tree_dict,
+)
+
+import jaximp
+
+slow = pytest.mark.slow
+
+
+@pytest.mark.parametrize("d", [1, 6, 11])
+def test_interventional_tables_against_pairs(d):
+    """The interventional tables built by quadrature against their definition: every row pattern
+    ``u`` met by every background pattern ``q``; the game is zero unless ``q`` holds the slots
+    ``X = ~u`` the row misses, and then ``w+(a, b) = (a-1)! b! / (a+b)!`` and
+    ``w-(a, b) = a! (b-1)! / (a+b)!`` with ``a = D - |q|``, ``b = |X|``."""
+    from jaximp._shap.games import interventional_table
+
+    rng = np.random.default_rng(d)
+    dist = rng.random((2, 1 << d)) * (rng.random((2, 1 << d)) < 0.5)
+    dist /= dist.sum(axis=1, keepdims=True)
+    got = np.asarray(interventional_table(dist.astype(np.float32), d))  # [2, 2**D, 3] at u
+
+    patterns = np.arange(1 << d)
+    size = np.array([bin(p).count("1") for p in patterns])
+    fact = np.array([math.factorial(n) for n in range(2 * d + 1)], np.float64)
+    x, q = patterns[:, None], patterns[None, :]  # X = ~u, background patterns
+    holds = (q & x) == x
+    a, b = d - size[None, :], size[:, None]
+    plus = np.where(a > 0, fact[np.maximum(a - 1, 0)] * fact[b] / fact[a + b], 0.0)
+    minus = np.where(b > 0, fact[a] * fact[np.maximum(b - 1, 0)] / fact[a + b], 0.0)
+    shifted = np.where((a > 0) & (b > 0), fact[np.maximum(a - 1, 0)] * fact[np.maximum(b - 1, 0)]
+                       / fact[np.maximum(a + b - 1, 0)], 0.0)
+    expected = np.stack([(holds * w) @ dist.T for w in (plus, minus, shifted)], axis=-1)  # [2**D (X), 2, 3]
+    expected = np.moveaxis(expected, 1, 0)[:, ~patterns & ((1 << d) - 1)]  # at u: X = ~u
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
+# Paths of many players: LightGBM trees deeper than 20 ----------------------------------------------------
+
+
+def test_path_players_count_the_features_on_each_path():
+    """A leaf's slots are the distinct features on its path in LightGBM's own tree dump (paths of
+    21 edges read at most 13 features)."""
+    from jaximp._shap.paths import path_players
+
+    booster, ens = lightgbm_deep().model, lightgbm_deep().ens
+    expected = np.zeros((booster.num_trees(), 255), np.int32)
+
+    def walk(tree, node, features):
+        if "leaf_index" in node:
+            expected[tree, node["leaf_index"]] = len(features)
+            return
+        for child in ("left_child", "right_child"):
+            walk(tree, node[child], features | {node["split_feature"]})
+
+    for t, info in enumerate(booster.dump_model()["tree_info"]):
+        walk(t, info["tree_structure"], frozenset())
+    ids = np.asarray(ens.leaf_ids)  # jaximp's leaves numbered depth-first; ids: LightGBM's
+    np.testing.assert_array_equal(path_players(ens), np.take_along_axis(expected, ids, axis=1))
+    assert path_players(ens).max() == 13 and ens.depth > 20
+
+
+def test_bucket_leaves_hold_every_leaf_once():
+    """The buckets of players per path, in chunks of leaves, hold each leaf with a split exactly
+    once, whatever the chunk sizes, and their depth covers its players."""
+    from jaximp._shap.paths import bucket_leaves, path_players, plan_layout
+
+    ens = lightgbm_deep().ens
+    lengths = path_players(ens)
+    for max_buckets, sizes in [(1, (7,)), (3, (5, 1, 64)), (6, (3, 4, 5, 6, 7, 8))]:
+        layout = plan_layout(lengths, ens.n_trees, ens.n_leaves, ens.depth, table_depth=8,
+                             table_floats=lambda d: 1 << d, table_bytes=1 << 20, max_buckets=max_buckets)
+        assert 1 <= len(layout) <= max_buckets
+        chunks = bucket_leaves(lengths, layout, ens.n_trees + 1, ens.n_leaves, sizes[:len(layout)])
+        null = (ens.n_trees + 1) * ens.n_leaves
+        held = np.concatenate([c.reshape(-1) for c in chunks])
+        held = held[held != null]
+        np.testing.assert_array_equal(np.sort(held), np.flatnonzero(lengths.reshape(-1) > 0))
+        for b, c in zip(layout, chunks):
+            inside = lengths.reshape(-1)[c[c != null]]
+            assert inside.min() > b.shallowest and inside.max() <= b.depth
+
+
+@pytest.mark.parametrize("max_buckets", [1, 6])
+def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
+    """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
+    leaf and in the default layout's buckets of their own depths."""
+    import jaximp._shap.tree_plans as tree_shap
+
+    fitted = lightgbm_deep()
+    layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)
+    monkeypatch.setattr(tree_shap, "plan_layout", layout)
+    ens = jaximp.from_lightgbm(fitted.model)
+    layout = tree_shap._layout(ens, "path")[0]
+    assert len(layout) == max_buckets and not layout[-1].tables  # the deepest by quadrature
+    x = lightgbm_rows(fitted.model, fitted.X, 30)
+    assert_close(jaximp.shap_values(ens, x), lightgbm_contributions(fitted.model, x)[0][:, :, 0])
+
+
+@slow  # deep trees against pred_contrib by default: test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib
+def test_deep_lightgbm_trees_against_pred_contrib():
+    """Trees deeper than 20 (the quadrature kernel on paths of 13 players; ~15 s on 2 cores)."""
+    fitted = lightgbm_deep()
+    booster, ens = fitted.model, fitted.ens
+    assert ens.depth >= 20 and ens.n_leaves == 255
+    x = lightgbm_rows(booster, fitted.X, 90)
+    assert_close(jaximp.predict(ens, x), booster.predict(x, raw_score=True))
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), booster.predict(x, pred_leaf=True))
+    values, expected = lightgbm_contributions(booster, x)
+    assert_close(jaximp.shap_values(ens, x), values[:, :, 0])
+    assert_close(jaximp.expected_value(ens), expected[0])
+
+
+# Deep models of CatBoost and scikit-learn ------------------------------------------------------------------
+
+
+@slow  # ~25 s; by default: test_shap_brute_force.py::test_deep_kernels, test_deep_oblivious_models_against_catboost
+@pytest.mark.parametrize("case", [("regression", "Lossguide", 16, 64, "Min"),
+                                  ("multiclass", "Lossguide", 16, 40, "Max")])
+def test_deep_catboost_trees_against_catboost(case):
+    """Lossguide trees of depth up to 16 (CatBoost's limit): path-dependent SHAP and interaction
+    values equal CatBoost's, interventional SHAP equals shap's, LossFunctionChange CatBoost's."""
+    fitted = catboost_trees(*case, iterations=6, n_features=8)
+    model, ens, X = fitted.model, fitted.ens, fitted.X
+    assert ens.depth > 12  # deeper than any per-leaf table
+    x = explained_rows(X, 30)
+    values, expected = catboost_shap(model, x)
+    assert_close(np.reshape(jaximp.shap_values(ens, x), values.shape), values)
+    pairs = catboost_interactions(model, x[:8])
+    assert_close(np.reshape(jaximp.shap_interaction_values(ens, x[:8]), pairs.shape), pairs)
+    background = X[100:130]
+    explainer = shap.TreeExplainer(shap_tree_dict(catboost_json_trees(fitted.json), fitted.json["scale_and_bias"][1]),
+                                   data=background, feature_perturbation="interventional")
+    want = np.asarray(explainer.shap_values(x))
+    got = jaximp.shap_values(ens, x, method="interventional", background=background)
+    assert_close(np.reshape(got, want.shape), want)
+    if case[0] == "regression":
+        y = model.predict(x) + np.random.default_rng(0).normal(size=len(x))
+        lfc = model.get_feature_importance(catboost.Pool(x, y), type="LossFunctionChange")
+        assert_close(jaximp.loss_function_change(ens, x, y), lfc, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind, categorical", [("regression", False), pytest.param("binary", True, marks=slow)])
+def test_deep_oblivious_models_against_catboost(kind, categorical):
+    """A symmetric model deeper than the oblivious SHAP tables (depth 13; CatBoost allows 16) is
+    explained as the equivalent general trees: CatBoost's ShapValues, expected value,
+    ShapInteractionValues and LossFunctionChange, categorical columns included."""
+    from jaximp._models.trees import from_oblivious
+
+    X, y = make_data(kind, n=400, n_features=5, nan_fraction=0.05)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
+    if categorical:
+        frame["c"] = np.random.default_rng(0).choice(["a", "b", "c", "d"], size=len(frame))
+    model = catboost.CatBoost(dict(loss_function=LOSS[kind], depth=13, iterations=3, random_seed=0, verbose=0,
+                                   thread_count=1, allow_writing_files=False, one_hot_max_size=2))
+    model.fit(frame, y, cat_features=["c"] if categorical else None)
+    ens = jaximp.from_catboost(model)
+    assert isinstance(ens, jaximp.ObliviousEnsemble) and ens.depth == 13
+    x = frame.iloc[:12]
+    np.testing.assert_array_equal(jaximp.leaf_indices(from_oblivious(ens), x), model.calc_leaf_indexes(x))
+    want = model.get_feature_importance(catboost.Pool(x, cat_features=["c"] if categorical else None),
+                                        type="ShapValues")
+    assert_close(jaximp.shap_values(ens, x), want[:, :-1])
+    assert_close(np.reshape(jaximp.expected_value(ens), -1), want[:1, -1])
+    pairs = model.get_feature_importance(catboost.Pool(x[:4], cat_features=["c"] if categorical else None),
+                                         type="ShapInteractionValues")
+    assert_close(jaximp.shap_interaction_values(ens, x[:4]), pairs[:, :-1, :-1])
+    target = y[:12] if kind == "regression" else y[:12].astype(float)
+    lfc = model.get_feature_importance(catboost.Pool(x, target, cat_features=["c"] if categorical else None),
+                                       type="LossFunctionChange")
+    assert_close(jaximp.loss_function_change(ens, x, target), lfc, rtol=1e-4)
+    with pytest.raises(ValueError, match="method='exact' needs ens.depth <= 12"):
+        jaximp.shap_values(ens, x, method="exact")
+
+
+@slow
+def test_deep_forest_uses_the_deep_kernel_and_matches_shap():
+    """Unlimited depth (> 12 levels): jaximp's quadrature kernel, against shap."""
+    from sklearn import ensemble
+
+    X, y = make_data("regression", n=400, n_features=5, seed=2)
+    model = ensemble.RandomForestRegressor(3, random_state=0).fit(X, y)
+    ens = jaximp.from_sklearn(model)
+    assert ens.depth > 12
+    x = explained_rows(X, 20)
+    expected = shap.TreeExplainer(model).shap_values(x)
+    assert_close(jaximp.shap_values(ens, x), expected)
