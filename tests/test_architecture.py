@@ -14,8 +14,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "jaximp"
 MAX_LINES = 500
@@ -38,7 +36,6 @@ def _lint_imports(root: pathlib.Path) -> subprocess.CompletedProcess:
 
 
 def test_import_contracts_hold():
-    pytest.importorskip("importlinter")
     result = _lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
@@ -46,7 +43,6 @@ def test_import_contracts_hold():
 
 def test_a_backward_import_breaks_the_contracts(tmp_path):
     """The model importing the SHAP stage (a circle-in-waiting) fails the layers contract."""
-    pytest.importorskip("importlinter")
     shutil.copytree(PACKAGE, tmp_path / "jaximp", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     ensemble = tmp_path / "jaximp" / "_models" / "ensemble.py"
@@ -96,3 +92,10 @@ def test_no_module_longer_than_a_reader_holds():
 
 def test_the_conftest_lives_outside_the_package():
     assert not list(PACKAGE.rglob("conftest.py"))
+
+
+def test_ruff_is_clean():
+    """The style configured in pyproject.toml holds for the package, the tests and the scripts."""
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "jaximp", "tests", "scripts"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr

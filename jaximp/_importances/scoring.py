@@ -243,7 +243,7 @@ class RowScore:
     w) -> f64[...]`` is the score from the sums, the total weight and the scored rows' targets and
     weights (NumPy, for terms that depend on the targets alone, such as R^2's total sum of
     squares). Equal to the named scorer of :data:`SCORERS` computed on all rows at once
-    (``tests/test_metrics.py``).
+    (``tests/test_importances_metrics.py``).
     """
 
     rows: Callable[[Array, Array], Array]

@@ -20,7 +20,7 @@ featurizer
 evaluated features (``u8[N, E]``, NaN already placed by each float feature's treatment) and a
 node's border is the index ``j`` of its border, since ``bin > j`` exactly when
 ``value > borders[j]``. The JSON export of such a model predicts as the model (checked on the
-zoo of ``tests/test_trees_categorical.py``).
+categorical models of ``tests/models.py``).
 """
 
 from __future__ import annotations
