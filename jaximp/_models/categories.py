@@ -45,20 +45,22 @@ MAX_CATEGORY_WORDS = 1 << 27  # 512 MiB of node bitsets
 
 def category_words(categorical: np.ndarray, right: list[np.ndarray], others: np.ndarray,
                    fn_name: str) -> np.ndarray:
-    """``u32[T, M, W]`` the bitset words of every node (see ``jaximp._models.trees``), 0 at
+    """``u32[T, M, n_words]`` the bitset words of every node (see ``jaximp._models.trees``), 0 at
     numerical nodes.
 
     Args:
-        categorical: ``bool[T, M]`` the categorical nodes, ``S`` of them.
-        right: per categorical node in row-major order, ``bool[C_s]`` whether category
-            ``c < C_s`` goes right.
-        others: ``bool[S]`` where every other value of each node goes (right when True):
-            categories at or past ``C_s``, and values below the smallest category.
+        categorical: ``bool[T, M]`` the categorical nodes, ``n_split`` of them.
+        right: per categorical node in row-major order, ``bool[n_categories]`` whether category
+            ``c < n_categories`` (the node's own count) goes right.
+        others: ``bool[n_split]`` where every other value of each node goes (right when True):
+            categories at or past the node's ``n_categories``, and values below the smallest
+            category.
         fn_name: the importer, for messages.
 
     Returns:
-        ``u32[T, M, W]`` with ``32 W - 1 >= max C_s``: bit ``c`` the direction of category
-        ``c``, bits from ``C_s`` on (the last one included) ``others``.
+        ``u32[T, M, n_words]`` with ``32 n_words - 1`` above every node's ``n_categories``: bit
+        ``c`` the direction of category ``c``, bits from the node's ``n_categories`` on (the
+        last one included) ``others``.
 
     Raises:
         ValueError: the bitsets would exceed ``MAX_CATEGORY_WORDS`` words (category codes in the

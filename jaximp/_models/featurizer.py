@@ -50,9 +50,10 @@ class Ctr:
         one_hot_elements: ``(categorical feature index, value hash)`` exact-value elements.
         prior_num, prior_denom, shift, scale: the CTR's constants (float32).
         target_border_idx: the class (Buckets) or target border (Borders) counted as "good".
-        borders: ``f32[B]`` the CTR's sorted borders (its splits are ``value > border``).
-        keys: ``u64[M]`` sorted projection hashes of the table.
-        counts: ``[M, S]`` the table's numbers per key (class counts, a count, or sum/count).
+        borders: ``f32[n_borders]`` the CTR's sorted borders (its splits are ``value > border``).
+        keys: ``u64[n_keys]`` sorted projection hashes of the table.
+        counts: ``[n_keys, n_numbers]`` the table's numbers per key (class counts, a count, or
+            sum/count).
         counter_denominator: Counter's denominator.
     """
 

@@ -37,7 +37,8 @@ class ObliviousEnsemble(Ensemble):
         split_bins: ``i32[T, D]`` index of the border in ``borders[feature]``: the split is
             ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
         split_mask: ``bool[T, D]`` False on padded depths of shallower trees.
-        borders: ``f32[E, Bmax]`` each evaluated feature's sorted borders, padded with ``+inf``.
+        borders: ``f32[E, n_borders]`` each evaluated feature's sorted borders, padded with ``+inf``
+            to the most borders of any feature.
         leaf_values: ``f32[T, L, K]`` leaf values as CatBoost stores them: the raw prediction
             is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
         leaf_weights: ``f32[T, L]`` training weight of each leaf (0 for padded leaves).

@@ -1,9 +1,8 @@
 """General binary-tree ensembles as a pytree of dense, padded arrays.
 
-Shape legend (jaximp's): N rows, F features (the model's input columns), E evaluated split
-features (E == F for numeric models), T trees, D depth (the longest root-to-leaf path over all
-trees), K outputs, B background rows. For a :class:`TreeEnsemble`, L is the most leaves of any
-tree (not ``2**D``) and M = max(1, L - 1) the most internal nodes.
+Shapes follow the legend of :mod:`jaximp._models`: here D is the longest root-to-leaf path over
+all trees, L the most leaves of any tree (not ``2**D``) and M = max(1, L - 1) the most internal
+nodes; ``n_words`` counts the 32-bit words of a category bitset.
 
 Each tree is stored as its internal nodes ``0..M-1`` and its leaves ``0..L-1``. A child (or
 root) pointer ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``~c = -c - 1`` when
@@ -23,8 +22,8 @@ Set-membership splits (XGBoost's ``split_type`` 1, LightGBM's categorical ``deci
 scikit-learn's ``is_categorical``) read a feature holding category codes. Such a node ``n``
 (``node_categorical[n]``) sends a value ``x`` right by bit ``c`` of its bitset
 ``node_categories[n]`` (word ``c // 32``, bit ``c % 32``): ``c = trunc(x)`` where
-``node_borders[n] <= x < C`` with ``C = 32 W - 1``, else ``c = C``, so that the last bit holds
-where every other value goes (below the library's smallest category, at or past ``C``, or a
+``node_borders[n] <= x < last`` with ``last = 32 n_words - 1``, else ``c = last``, so that the last
+bit holds where every other value goes (below the library's smallest category, at or past ``last``, or a
 category the node's library bitset does not cover); a NaN goes right where ``node_nan_right[n]``.
 :func:`goes_right` is that rule, the one every kernel applies.
 """
@@ -98,7 +97,7 @@ class TreeEnsemble(Ensemble):
         node_categorical: ``bool[T, M]`` the node splits on a set of categories (see the module
             docstring), its border then the smallest value that reads as a category; None for
             models without such splits (their kernels compile as before).
-        node_categories: ``u32[T, M, W]`` the bitset words of the categories each categorical
+        node_categories: ``u32[T, M, n_words]`` the bitset words of the categories each categorical
             node sends right, 0 at other nodes; None with ``node_categorical``.
         category_codes: how rows' categorical columns become the codes the splits read
             (``jaximp._models.categories.CategoryCodes``: a DataFrame's category columns mapped
@@ -178,7 +177,7 @@ def goes_right(value: Array, border: Array, nan_right: Array, categorical: Array
             ``value``.
         categorical: None (no set-membership splits: the threshold rule alone), or ``bool``
             broadcast to ``value``: the node splits on categories.
-        words: ``u32[S, W]`` the category bitsets of all ``S`` nodes (``node_categories``
+        words: ``u32[T M, n_words]`` the category bitsets of every node (``node_categories``
             flattened), with ``categorical``.
         node: ``i32`` broadcast to ``value``: the row of each value's node in ``words``.
 

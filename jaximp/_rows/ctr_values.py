@@ -3,8 +3,8 @@
 A CTR's value depends on a row only through its projection key: the hashes of its categorical
 values and the bits of its binarized float features and one-hot elements. Almost every CTR a
 CatBoost model builds reads one categorical column and a few bits, so for such a projection the
-value is a function of (category, bit pattern): a dense table ``[V, 2**b]`` over the V distinct
-categories seen so far in that column. The table is computed once per category (hash, look-up in
+value is a function of (category, bit pattern): a dense table ``[n_categories, 2**n_bits]`` over
+the distinct categories seen so far in that column. The table is computed once per category (hash, look-up in
 the model's CTR table, the CTR formula), kept, and extended when new categories arrive; a row
 then costs one index computation and one gather per projection. Projections of several
 categorical columns hash every row (``Ctr.values``).
@@ -130,7 +130,7 @@ class CtrValues:
         return at.astype(np.int32)[codes]
 
     def _dense(self, cat: int, elements: list, members: list[int], dtype: Any) -> np.ndarray:
-        """``[len(members), V 2**b]`` the CTR bins of every known category and bit pattern."""
+        """``[len(members), n_categories 2**n_bits]`` the CTR bins of every known category and bit pattern."""
         vocab = self._vocab[cat]
         projection = (cat, tuple(elements))
         size, table = self._tables.get(projection, (0, None))

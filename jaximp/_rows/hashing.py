@@ -3,8 +3,8 @@
 Hashing (CatBoost ``CalcCatFeatureHash``): a categorical value is turned into a string (``str``
 as is, integers and booleans in decimal; floats and NaN are refused, as CatBoost refuses them),
 hashed with CityHash64 v1.0.2 (``clickhouse-cityhash``), and its low 32 bits kept as a signed
-``int32``. A CTR's key is the projection hash: ``h = 0``, then ``h = M * (h + M * e)`` (mod
-2**64, ``M = 0x4906ba494954cb65``) over the projection's categorical values (their ``int32``
+``int32``. A CTR's key is the projection hash: ``h = 0``, then ``h = m * (h + m * e)``
+(mod 2**64, ``m = 0x4906ba494954cb65``) over the projection's categorical values (their ``int32``
 hashes sign-extended), then its binarized float features and one-hot elements (0/1).
 """
 

@@ -7,7 +7,8 @@ or raises a ``TypeError``/``ValueError`` naming the argument and what was expect
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +76,8 @@ def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarr
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
-class RawColumns(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class RawColumns:
     """The rows of a model with categorical features, checked, before featurization.
 
     Attributes:
