@@ -38,6 +38,16 @@ class CategoryCodes:
     def __post_init__(self):
         if self.unseen not in UNSEEN:
             raise ValueError(f"CategoryCodes: unseen must be one of {UNSEEN}; got {self.unseen!r}")
+        if not isinstance(self.columns, tuple) or not all(c is None or isinstance(c, tuple) for c in self.columns):
+            raise TypeError("CategoryCodes: columns must be a tuple of one entry per input column, each a tuple of "
+                            f"categories or None; got {self.columns!r:.200}")
+        if not isinstance(self.frame_categories, tuple) or not all(
+                isinstance(c, tuple) for c in self.frame_categories):
+            raise TypeError("CategoryCodes: frame_categories must be a tuple of tuples; got "
+                            f"{self.frame_categories!r:.200}")
+        if not isinstance(self.library, str) or not isinstance(self.lookup_numbers, bool):
+            raise TypeError("CategoryCodes: library must be a str and lookup_numbers a bool; got "
+                            f"{self.library!r}, {self.lookup_numbers!r}")
 
 
 MAX_CATEGORY_WORDS = 1 << 27  # 512 MiB of node bitsets

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from jaximp._models.checks_oblivious import check_oblivious
 from jaximp._models.ensemble import Ensemble, NanMode, size
 from jaximp._models.featurizer import Featurizer
 
@@ -122,6 +123,23 @@ class ObliviousEnsemble(Ensemble):
 
     def _depth_repr(self) -> int | str:
         return size(self.split_features, 1)
+
+    def __post_init__(self) -> None:
+        """Refuse inconsistent fields (``jaximp._models.checks_oblivious``): dtypes, shapes (L = ``2**D``,
+        each field's trailing axes; leading axes are batch axes), static fields, and on concrete
+        arrays: split features in ``[0, E)``, split bins within their feature's borders (``n_borders``
+        on padded depths, which come last), sorted borders, zero weight on the leaves of padded
+        depths, finite leaf values, weights, scale and bias.
+
+        ``split_borders`` is what the soft model and :func:`~jaximp._models.trees.from_oblivious`
+        read, ``split_bins`` and ``borders`` what every other kernel reads: they are not
+        compared (a border moved for the soft model is a valid model).
+
+        Raises:
+            TypeError: a field of the wrong dtype or type.
+            ValueError: shapes that disagree, an index out of range, a non-finite value.
+        """
+        check_oblivious(self)
 
 
 def nan_fill_values(ens: ObliviousEnsemble) -> Array:

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._models.checks_trees import check_trees
 from jaximp._models.ensemble import Ensemble, NanMode
 
 
@@ -165,6 +166,22 @@ class TreeEnsemble(Ensemble):
             return self.node_features
         return jnp.asarray(self.player_of, jnp.int32)[self.node_features]
 
+    def __post_init__(self) -> None:
+        """Refuse inconsistent fields (``jaximp._models.checks_trees``): dtypes, shapes (each field's
+        trailing axes; leading axes are batch axes), static fields (``depth`` at most M), and on
+        concrete arrays: node features in ``[0, E)``, child pointers in range (internal nodes
+        ``[0, M)``, leaves ``[0, L]`` with L the padding), and from each root a tree (no node or
+        leaf reached twice, no cycle, no path longer than ``depth``, the padding leaf never
+        reached) whose unreached leaves have weight 0; finite leaf values, weights,
+        scale and bias, no NaN border, gain or node weight.
+
+        Raises:
+            TypeError: a field of the wrong dtype or type.
+            ValueError: shapes that disagree, an index out of range, trees that are not trees, a
+                non-finite value.
+        """
+        check_trees(self)
+
 
 def goes_right(value: Array, border: Array, nan_right: Array, categorical: Array | None = None,
                words: Array | None = None, node: Array | None = None) -> Array:
@@ -287,7 +304,7 @@ def from_oblivious(ens: Any) -> TreeEnsemble:
     right = np.where(level < d - 1, left + 1, ~(2 * index + 1))
     depth = d - 1 - level
     return TreeEnsemble(
-        roots=jnp.zeros(t, jnp.int32),
+        roots=jnp.full(t, 0 if d else -1, jnp.int32),  # depth 0: single leaves
         node_features=features[:, depth],
         node_borders=borders[:, depth],
         node_nan_right=nan_right[:, depth],
