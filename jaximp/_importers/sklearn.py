@@ -60,16 +60,23 @@ values go (``_predict_one_from_raw_data``, _predictor.pyx).
 
 Not supported (a clear error): multi-output classifiers, GradientBoosting with an ``init``
 estimator whose prediction depends on the row.
+
+A fitted model is input like a model file (it may be unpickled from elsewhere, or edited): its
+attributes and tree arrays are checked before anything is built (``jaximp._importers.sklearn_trees``)
+and an inconsistent model is refused with a ``ValueError`` naming the tree and the node, so that
+jaximp gives scikit-learn's numbers or refuses.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from jaximp._importers.padded import ModelFields, ParsedTree, float32_below, pad_trees
+from jaximp._importers.padded import ModelFields, pad_trees
+from jaximp._importers.sklearn_trees import HistCategories, Nodes, parsed_trees, predictor_nodes, tree_nodes
 from jaximp._models.categories import CategoryCodes, bitset_members
 from jaximp._models.trees import TreeEnsemble
 
@@ -81,35 +88,6 @@ _HIST = ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier")
 # scikit-learn's loss or criterion -> the CatBoost loss of the same objective on the raw output
 _REGRESSION_LOSSES = {"squared_error": "RMSE", "friedman_mse": "RMSE", "absolute_error": "MAE",
                       "quantile": "Quantile"}
-
-
-@dataclasses.dataclass(frozen=True)
-class _Nodes:
-    """One tree in its library's node numbering: ``n_all`` nodes, leaves included, the root 0.
-
-    Attributes:
-        feature: ``i64[n_all]`` the input column each split reads.
-        threshold: ``f64[n_all]`` a row goes left when ``x <= threshold``.
-        left, right: ``i64[n_all]`` the children, -1 at leaves.
-        nan_left: ``bool[n_all]`` a NaN goes left.
-        value: ``f64[n_all, K]`` the leaves' values.
-        weight: ``f64[n_all]`` each node's weighted training samples.
-        gain: ``f64[n_all]`` each split's gain (0 at leaves).
-        categorical: ``bool[n_all]`` a split on a set of categories.
-        right_set: ``bool[n_all, n_categories]`` the categories (codes ``0..n_categories-1``)
-            a categorical split sends right.
-    """
-
-    feature: np.ndarray
-    threshold: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    nan_left: np.ndarray
-    value: np.ndarray
-    weight: np.ndarray
-    gain: np.ndarray
-    categorical: np.ndarray
-    right_set: np.ndarray
 
 
 def from_sklearn(model: Any) -> TreeEnsemble:
@@ -136,8 +114,9 @@ def from_sklearn(model: Any) -> TreeEnsemble:
 
     Raises:
         TypeError: ``model`` is not one of the estimators above.
-        ValueError: an unfitted model, a multi-output classifier, or a GradientBoosting ``init``
-            whose prediction is not a constant.
+        ValueError: an unfitted model, a multi-output classifier, a GradientBoosting ``init``
+            whose prediction is not a constant, or a model whose fitted trees are inconsistent
+            (edited, or damaged: see the module docstring).
 
     Example:
         >>> from sklearn.ensemble import RandomForestRegressor
@@ -153,11 +132,27 @@ def from_sklearn(model: Any) -> TreeEnsemble:
     """
     name = _estimator_name(model)
     _check_fitted(model, name)
-    if name in _TREES or name in _FORESTS:
-        return _forest(model, name)
-    if name in _BOOSTING:
-        return _gradient_boosting(model, name)
-    return _hist_gradient_boosting(model, name)
+    with _damaged(name):
+        if name in _TREES or name in _FORESTS:
+            return _forest(model, name)
+        if name in _BOOSTING:
+            return _gradient_boosting(model, name)
+        return _hist_gradient_boosting(model, name)
+
+
+@contextlib.contextmanager
+def _damaged(name: str) -> Iterator[None]:
+    """Report what the checks of the trees do not name (a fitted attribute missing or of the wrong
+    type, as in a model unpickled from another version) as a ``ValueError`` on the model."""
+    try:
+        yield
+    except (AttributeError, IndexError, KeyError) as error:
+        raise ValueError(f"{_FN}: the fitted {name} is inconsistent ({type(error).__name__}: {error}); refit it, "
+                         "or load it with the scikit-learn version that saved it") from None
+    except ValueError as error:
+        if not str(error).startswith("TreeEnsemble: "):
+            raise
+        raise ValueError(f"{_FN}: the fitted {name}'s trees are inconsistent: {error}") from None
 
 
 def _estimator_name(model: Any) -> str:
@@ -165,9 +160,12 @@ def _estimator_name(model: Any) -> str:
     for cls in type(model).__mro__:
         if cls.__name__ in supported and cls.__module__.startswith("sklearn."):
             return cls.__name__
-    raise TypeError(f"{_FN}: model must be a scikit-learn {', '.join(supported)}; got {type(model).__name__}"
-                    + (" (pass the pipeline's last step and transform the rows first)"
-                       if type(model).__name__ == "Pipeline" else ""))
+    library = type(model).__module__.split(".")[0]
+    hint = {"xgboost": " (import it with jaximp.from_xgboost)", "lightgbm": " (import it with jaximp.from_lightgbm)",
+            "catboost": " (import it with jaximp.from_catboost)"}.get(library, "")
+    if type(model).__name__ == "Pipeline":
+        hint = " (pass the pipeline's last step and transform the rows first)"
+    raise TypeError(f"{_FN}: model must be a scikit-learn {', '.join(supported)}; got {type(model).__name__}{hint}")
 
 
 def _check_fitted(model: Any, name: str) -> None:
@@ -185,21 +183,22 @@ def _check_fitted(model: Any, name: str) -> None:
 
 
 def _forest(model: Any, name: str) -> TreeEnsemble:
-    trees = [model] if name in _TREES else list(model.estimators_)
+    trees = [model] if name in _TREES else _estimators(model, name)
     classifier = hasattr(model, "classes_")
     if model.n_outputs_ > 1 and classifier:
         raise ValueError(f"{_FN}: model must be a single-output classifier; got a {name} with "
                          f"{model.n_outputs_} outputs (multi-output classification is not supported)")
+    n_outputs = len(model.classes_) if classifier else model.n_outputs_
     nodes = []
-    for estimator in trees:
-        tree = estimator.tree_
-        if classifier:  # class fractions (already so since scikit-learn 1.4; counts before)
-            counts = tree.value[:, 0, :]
-            value = counts / np.maximum(counts.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
+    for i, estimator in enumerate(trees):
+        where = "the tree" if name in _TREES else f"estimators_[{i}]"
+        tree = _tree(estimator, model, where)
+        _check_value_shape(tree, (1, n_outputs) if classifier else (n_outputs, 1), where)
+        if classifier:
+            value = _class_fractions(tree.value[:, 0, :])
         else:
             value = tree.value[:, :, 0]
-        nodes.append(_tree_nodes(tree, value))
-    n_outputs = len(model.classes_) if classifier else model.n_outputs_
+        nodes.append(tree_nodes(tree, value, model.n_features_in_, where))
     criterion = trees[0].criterion
     loss = "" if classifier else _REGRESSION_LOSSES.get(criterion, "")
     if loss == "RMSE" and n_outputs > 1:
@@ -211,14 +210,24 @@ def _forest(model: Any, name: str) -> TreeEnsemble:
 
 
 def _gradient_boosting(model: Any, name: str) -> TreeEnsemble:
-    n_stages, n_outputs = model.estimators_.shape
+    estimators = model.estimators_
+    classes = getattr(model, "classes_", None)
+    expected = 1 if classes is None or len(classes) == 2 else len(classes)
+    if not isinstance(estimators, np.ndarray) or estimators.ndim != 2 or estimators.shape[1] != expected:
+        raise ValueError(f"{_FN}: the fitted {name}'s estimators_ must be an array of [n_stages, {expected}] trees; "
+                         f"got {type(estimators).__name__} of shape {getattr(estimators, 'shape', '?')} (refit it)")
+    n_stages, n_outputs = estimators.shape
+    if not n_stages:
+        raise ValueError(f"{_FN}: the fitted {name} has no trees (estimators_ is empty)")
     nodes = []
     for s in range(n_stages):
         for k in range(n_outputs):  # stage-major: tree s * K + k, as apply's [N, stages, K]
-            tree = model.estimators_[s, k].tree_
+            where = f"estimators_[{s}, {k}]"
+            tree = _tree(estimators[s, k], model, where)
+            _check_value_shape(tree, (1, 1), where)
             value = np.zeros((tree.node_count, n_outputs))
             value[:, k] = tree.value[:, 0, 0]
-            nodes.append(_tree_nodes(tree, value))
+            nodes.append(tree_nodes(tree, value, model.n_features_in_, where))
     return _ensemble(model, nodes, scale=model.learning_rate,
                      bias=_init_prediction(model, name), loss_function=_boosting_loss(model, n_outputs),
                      impurity_scheme="boosting")
@@ -236,7 +245,10 @@ def _init_prediction(model: Any, name: str) -> np.ndarray:
         raise ValueError(f"{_FN}: model.init must be None, 'zero' or a DummyRegressor/DummyClassifier "
                          f"(a constant prediction); got {init!r}, whose prediction depends on the row")
     row = np.zeros((1, model.n_features_in_), np.float32)
-    return np.asarray(model._raw_predict_init(row), np.float64)[0]
+    bias = np.asarray(model._raw_predict_init(row), np.float64)[0]
+    if not np.isfinite(bias).all():
+        raise ValueError(f"{_FN}: the fitted {name}'s initial prediction must be finite; got {bias} (refit it)")
+    return bias
 
 
 def _boosting_loss(model: Any, n_outputs: int) -> str:
@@ -252,44 +264,28 @@ def _boosting_loss(model: Any, n_outputs: int) -> str:
 def _hist_gradient_boosting(model: Any, name: str) -> TreeEnsemble:
     n_outputs = model.n_trees_per_iteration_
     categories = _hist_categories(model)
+    stages = list(model._predictors)
+    if not stages or any(len(stage) != n_outputs for stage in stages):
+        raise ValueError(f"{_FN}: the fitted {name} must hold n_trees_per_iteration_ = {n_outputs} trees per "
+                         f"iteration; got {[len(stage) for stage in stages][:10]} (refit it)")
     nodes = []
-    for stage in model._predictors:
+    for s, stage in enumerate(stages):
         for k, predictor in enumerate(stage):
-            nodes.append(_predictor_nodes(predictor, k, n_outputs, categories))
+            nodes.append(predictor_nodes(predictor, k, n_outputs, categories, f"_predictors[{s}][{k}]"))
     bias = np.asarray(model._baseline_prediction, np.float64).reshape(-1)
+    if bias.shape != (n_outputs,) or not np.isfinite(bias).all():
+        raise ValueError(f"{_FN}: the fitted {name}'s _baseline_prediction must be {n_outputs} finite numbers; "
+                         f"got {bias[:10]} (refit it)")
     return _ensemble(model, nodes, scale=1.0, bias=bias, loss_function=_boosting_loss(model, n_outputs),
                      impurity_scheme="", category_codes=categories.codes)
 
 
-@dataclasses.dataclass(frozen=True)
-class _HistCategories:
-    """HistGradientBoosting's categorical features.
-
-    With categorical features, the model's ``OrdinalEncoder`` codes them and its
-    ``ColumnTransformer`` puts them first.
-
-    Attributes:
-        columns: ``i64[F]`` the input column of the trees' feature ``k`` is ``columns[k]``.
-        codes: a ``CategoryCodes`` holding each categorical column's training values in code
-            order, or None (no categorical features).
-        known: ``bool[n_categorical, n_categories]`` per categorical feature, the codes seen in
-            training (``make_known_categories_bitsets``), ``n_categories`` the most codes of a
-            feature.
-        f_idx_map: ``i64[F]`` the row of the trees' feature ``k`` in ``known``.
-    """
-
-    columns: np.ndarray
-    codes: Any
-    known: np.ndarray
-    f_idx_map: np.ndarray
-
-
-def _hist_categories(model: Any) -> _HistCategories:
-    """HistGradientBoosting's categorical features (see :class:`_HistCategories`)."""
+def _hist_categories(model: Any) -> HistCategories:
+    """HistGradientBoosting's categorical features (see :class:`HistCategories`)."""
     n_features = model.n_features_in_
     is_categorical = getattr(model, "is_categorical_", None)
     if is_categorical is None or not np.any(is_categorical) or model._preprocessor is None:
-        return _HistCategories(np.arange(n_features), None, np.zeros((0, 0), bool), np.zeros(n_features, np.int64))
+        return HistCategories(np.arange(n_features), None, np.zeros((0, 0), bool), np.zeros(n_features, np.int64))
     categorical = np.flatnonzero(is_categorical)
     columns = np.concatenate([categorical, np.flatnonzero(~np.asarray(is_categorical, bool))])
     encoder = model._preprocessor.named_transformers_["encoder"]
@@ -303,58 +299,54 @@ def _hist_categories(model: Any) -> _HistCategories:
     known = bitset_members(known_words)  # [n_categorical, 256]
     width = int(np.max(np.flatnonzero(known.any(axis=0)), initial=-1)) + 1
     codes = CategoryCodes("scikit-learn", tuple(values), lookup_numbers=True, unseen="missing")
-    return _HistCategories(columns, codes, known[:, :width], np.asarray(f_idx_map, np.int64))
+    return HistCategories(columns, codes, known[:, :width], np.asarray(f_idx_map, np.int64))
 
 
 # --------------------------------------------------------------------------------------------
 # Trees
 
 
-def _tree_nodes(tree: Any, value: np.ndarray) -> _Nodes:
-    """A ``sklearn.tree._tree.Tree`` with leaf values ``value f64[n_all, K]``."""
-    left = np.asarray(tree.children_left, np.int64)
-    right = np.asarray(tree.children_right, np.int64)
-    weight = np.asarray(tree.weighted_n_node_samples, np.float64)
-    impurity = np.asarray(tree.impurity, np.float64)
-    internal = left >= 0
-    gain = np.zeros(len(left))
-    l, r = left[internal], right[internal]
-    gain[internal] = (weight[internal] * impurity[internal] - weight[l] * impurity[l]
-                      - weight[r] * impurity[r])
-    nan_left = np.asarray(tree.missing_go_to_left, bool)
-    n = len(left)
-    return _Nodes(np.asarray(tree.feature, np.int64), np.asarray(tree.threshold, np.float64),
-                  left, right, nan_left, np.asarray(value, np.float64), weight, gain,
-                  np.zeros(n, bool), np.zeros((n, 0), bool))
+def _estimators(model: Any, name: str) -> list[Any]:
+    """A forest's fitted trees."""
+    trees = list(model.estimators_)
+    if not trees:
+        raise ValueError(f"{_FN}: the fitted {name} has no trees (estimators_ is empty)")
+    return trees
 
 
-def _predictor_nodes(predictor: Any, k: int, n_outputs: int, categories: _HistCategories) -> _Nodes:
-    """A HistGradientBoosting ``TreePredictor``, values in column ``k``, features as input
-    columns (``categories.columns``).
+def _tree(estimator: Any, model: Any, where: str) -> Any:
+    """``estimator.tree_``, a ``sklearn.tree._tree.Tree`` reading the model's features."""
+    from sklearn.tree._tree import Tree
 
-    A categorical node sends a code right unless it is in its ``raw_left_cat_bitsets`` row
-    (left) or unknown (``known``: missing, ``missing_go_to_left``), as ``_predict_one_from_raw_data``
-    (sklearn/ensemble/_hist_gradient_boosting/_predictor.pyx) does.
-    """
-    nodes = predictor.nodes
-    leaf = nodes["is_leaf"].astype(bool)
-    value = np.zeros((len(nodes), n_outputs))
-    value[:, k] = nodes["value"]
-    feature = nodes["feature_idx"].astype(np.int64)
-    nan_left = nodes["missing_go_to_left"].astype(bool)
-    categorical = nodes["is_categorical"].astype(bool) & ~leaf
-    known = categories.known
-    right = np.zeros((len(nodes), known.shape[1]), bool)
-    if categorical.any():
-        width = known.shape[1]
-        left_set = bitset_members(predictor.raw_left_cat_bitsets[nodes["bitset_idx"][categorical]])[:, :width]
-        seen = known[categories.f_idx_map[feature[categorical]]]
-        right[categorical] = np.where(seen, ~left_set, ~nan_left[categorical, None])
-    return _Nodes(categories.columns[feature], nodes["num_threshold"].astype(np.float64),
-                  np.where(leaf, -1, nodes["left"].astype(np.int64)),
-                  np.where(leaf, -1, nodes["right"].astype(np.int64)),
-                  nan_left, value, nodes["count"].astype(np.float64),
-                  np.where(leaf, 0.0, nodes["gain"].astype(np.float64)), categorical, right)
+    tree = getattr(estimator, "tree_", None)
+    if not isinstance(tree, Tree):
+        raise ValueError(f"{_FN}: {where} must be a fitted scikit-learn decision tree; got "
+                         f"{type(estimator).__name__} without a tree_ (refit the model)")
+    if tree.n_features != model.n_features_in_:
+        raise ValueError(f"{_FN}: {where} reads {tree.n_features} features but the model has n_features_in_ = "
+                         f"{model.n_features_in_} (an edited or damaged model: refit it)")
+    return tree
+
+
+def _check_value_shape(tree: Any, trailing: tuple[int, int], where: str) -> None:
+    """``tree.value`` is ``[node_count, *trailing]``: the model's outputs (classes) per node."""
+    shape = np.shape(tree.value)
+    if len(shape) != 3 or shape[1:] != trailing:
+        raise ValueError(f"{_FN}: {where}'s tree_.value must be [node_count, {trailing[0]}, {trailing[1]}] (the "
+                         f"model's outputs); got {shape} (an edited or damaged model: refit it)")
+
+
+def _class_fractions(counts: np.ndarray) -> np.ndarray:
+    """``f64[n_all, K]`` a classifier tree's ``predict_proba`` at each node: ``tree_.value``, the
+    class fractions it stores since scikit-learn 1.4, or before that the class counts normalised
+    as ``predict_proba`` did (by their sum, 1 where the sum is 0)."""
+    from sklearn import __version__
+
+    counts = np.asarray(counts, np.float64)
+    if tuple(int(part) for part in __version__.split(".")[:2]) >= (1, 4):
+        return counts
+    total = counts.sum(axis=1, keepdims=True)
+    return counts / np.where(total == 0, 1.0, total)
 
 
 def _feature_names(model: Any) -> tuple[str, ...]:
@@ -364,7 +356,7 @@ def _feature_names(model: Any) -> tuple[str, ...]:
     return tuple(str(i) for i in range(model.n_features_in_))
 
 
-def _ensemble(model: Any, trees: list[_Nodes], *, scale: float, bias: np.ndarray, loss_function: str,
+def _ensemble(model: Any, trees: list[Nodes], *, scale: float, bias: np.ndarray, loss_function: str,
               impurity_scheme: str, category_codes: Any = None) -> TreeEnsemble:
     """The trees as a :class:`TreeEnsemble` with the model's names and classes (K the length of
     ``bias``)."""
@@ -379,80 +371,5 @@ def _ensemble(model: Any, trees: list[_Nodes], *, scale: float, bias: np.ndarray
         class_names=() if classes is None else tuple(classes.tolist()),
     )
     # a model of single leaves: one idle level
-    return pad_trees(_parsed_trees(trees), fields, fn_name=_FN, min_depth=1, category_codes=category_codes,
+    return pad_trees(parsed_trees(trees), fields, fn_name=_FN, min_depth=1, category_codes=category_codes,
                      impurity_scheme=impurity_scheme)
-
-
-def _parsed_trees(trees: list[_Nodes]) -> list[ParsedTree]:
-    """The trees in jaximp's numbering: internal nodes in preorder (root 0), leaves depth-first
-    left to right, each leaf's library node id kept in ``leaf_ids``.
-
-    All trees are walked together, one level per step: levels down give each node's depth,
-    levels up each subtree's leaf and internal-node counts, levels down again each node's
-    position (a left child follows its parent; a right child follows its sibling's subtree).
-    """
-    sizes = np.asarray([len(t.left) for t in trees], np.int64)
-    start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    tree_of = np.repeat(np.arange(len(trees)), sizes)
-    local = np.arange(int(sizes.sum())) - start[tree_of]
-    cat = lambda field: np.concatenate([getattr(t, field) for t in trees])  # noqa: E731
-    left, right = cat("left"), cat("right")
-    internal = left >= 0
-    left = np.where(internal, left + start[tree_of], -1)
-    right = np.where(internal, right + start[tree_of], -1)
-
-    levels, depth = [], np.zeros(len(left), np.int64)
-    frontier = start
-    while frontier.size:
-        depth[frontier] = len(levels)
-        levels.append(frontier)
-        inner = frontier[internal[frontier]]
-        frontier = np.concatenate([left[inner], right[inner]])
-    n_leaves = (~internal).astype(np.int64)
-    n_inner = internal.astype(np.int64)
-    for nodes in reversed(levels):
-        inner = nodes[internal[nodes]]
-        n_leaves[inner] = n_leaves[left[inner]] + n_leaves[right[inner]]
-        n_inner[inner] = 1 + n_inner[left[inner]] + n_inner[right[inner]]
-    leaf_pos = np.zeros(len(left), np.int64)
-    node_pos = np.zeros(len(left), np.int64)
-    for nodes in levels:
-        inner = nodes[internal[nodes]]
-        l, r = left[inner], right[inner]
-        leaf_pos[l], node_pos[l] = leaf_pos[inner], node_pos[inner] + 1
-        leaf_pos[r], node_pos[r] = leaf_pos[inner] + n_leaves[l], node_pos[inner] + 1 + n_inner[l]
-    pointer = np.where(internal, node_pos, ~leaf_pos)
-
-    def per_tree(where: np.ndarray, position: np.ndarray, **arrays: np.ndarray) -> list[dict[str, np.ndarray]]:
-        """Per tree, each array at its nodes among ``where``, in ``position`` order."""
-        order = where[np.lexsort((position[where], tree_of[where]))]
-        ends = np.cumsum(np.bincount(tree_of[order], minlength=len(trees))).tolist()
-        ordered = {name: array[order] for name, array in arrays.items()}
-        return [{name: array[begin:end] for name, array in ordered.items()} for begin, end in zip([0] + ends, ends)]
-
-    categorical, nan_left, weight = cat("categorical"), cat("nan_left"), cat("weight")
-    nodes = per_tree(
-        np.flatnonzero(internal), node_pos,
-        node_features=cat("feature"),
-        node_borders=np.where(categorical, np.float32(0.0),  # codes are 0, 1, ...: below is no category
-                              float32_below(cat("threshold"))),
-        node_nan_right=~nan_left,
-        node_children=np.stack([pointer[np.maximum(left, 0)], pointer[np.maximum(right, 0)]], axis=-1),
-        node_gains=cat("gain"),
-        node_weights=weight,
-        node_categorical=categorical,
-        right_set=cat("right_set"),
-    )
-    leaves = per_tree(np.flatnonzero(~internal), leaf_pos, leaf_values=cat("value"), leaf_weights=weight,
-                      leaf_ids=local, depth=depth)
-    parsed = []
-    for node, leaf in zip(nodes, leaves):
-        right_set, split = node.pop("right_set"), node["node_categorical"]
-        parsed.append(ParsedTree(
-            root=0 if len(node["node_features"]) else -1,
-            depth=int(leaf.pop("depth").max()),
-            right_categories=tuple(right_set[split]),
-            others_right=node["node_nan_right"][split],  # unknown codes go where missing values go
-            **node, **leaf,
-        ))
-    return parsed
