@@ -15,9 +15,11 @@ batches whose arrays gain leading axes), so the checks are in three tiers:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -113,6 +115,21 @@ def concrete(value: Any) -> bool:
 
 _PASSED: dict[tuple, tuple] = {}  # checks passed by jax arrays: key -> (weak references, result)
 _PASSED_SIZE = 512
+_TRUSTED = contextvars.ContextVar("jaximp_models_trusted", default=False)
+TRUSTED = "trusted"  # the result of a check recorded as passed without running (see ``trusted``)
+
+
+@contextlib.contextmanager
+def trusted() -> Iterator[None]:
+    """Build models whose values are valid by construction (derived in jaximp from a checked
+    model, such as ``from_oblivious``): the value checks record their ``jax.Array`` objects as
+    passed (result :data:`TRUSTED`) without reading them back. Dtypes, shapes and static fields
+    are still checked."""
+    token = _TRUSTED.set(True)
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
 
 
 def check_values(check: Callable[..., Any], arrays: tuple[Any, ...], *static: Any) -> Any:
@@ -120,7 +137,8 @@ def check_values(check: Callable[..., Any], arrays: tuple[Any, ...], *static: An
     run once per set of ``jax.Array`` objects: a model rebuilt from the same arrays
     (``dataclasses.replace`` of another field, a pytree round trip) reads nothing back from the
     device. NumPy arrays, which can change in place, are checked every time (no transfer).
-    ``check`` raises on a bad value; its result (not None) is cached with it."""
+    ``check`` raises on a bad value; its result (not None) is cached with it (:data:`TRUSTED`
+    for arrays of a model built under :func:`trusted`)."""
     key = (check, *[id(a) for a in arrays], *static)
     hit = _PASSED.get(key)
     if hit is not None:
@@ -130,8 +148,9 @@ def check_values(check: Callable[..., Any], arrays: tuple[Any, ...], *static: An
     for a in arrays:
         if not concrete(a):
             return None
-    result = check(*[np.asarray(a) for a in arrays], *static)
-    if all(isinstance(a, jax.Array) for a in arrays):
+    immutable = all(isinstance(a, jax.Array) for a in arrays)
+    result = TRUSTED if immutable and _TRUSTED.get() else check(*[np.asarray(a) for a in arrays], *static)
+    if immutable:
         if len(_PASSED) >= _PASSED_SIZE:
             _PASSED.clear()
         _PASSED[key] = (tuple(weakref.ref(a) for a in arrays), result)

@@ -9,7 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from jaximp._models.checks import ArraySpec, check_arrays, check_numbers, check_static, check_values, first_bad
+from jaximp._models.checks import (
+    TRUSTED,
+    ArraySpec,
+    check_arrays,
+    check_numbers,
+    check_static,
+    check_values,
+    first_bad,
+)
 
 _TREES = "TreeEnsemble"
 _TREE_ARRAYS = (
@@ -43,7 +51,7 @@ def check_trees(ens: Any) -> None:
     if "L" not in sizes:
         return
     reach = check_values(_check_trees, (ens.roots, ens.node_children), sizes["L"], ens.depth, n_evaluated)
-    if reach is not None:
+    if reach is not None and reach is not TRUSTED:
         check_values(_check_unreached_leaves, (ens.leaf_weights,), reach)
 
 

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._models.checks import trusted
 from jaximp._models.checks_trees import check_trees
 from jaximp._models.ensemble import Ensemble, NanMode
 
@@ -303,16 +304,17 @@ def from_oblivious(ens: Any) -> TreeEnsemble:
     left = np.where(level < d - 1, 2 * first + 1 + 2 * index, ~(2 * index))
     right = np.where(level < d - 1, left + 1, ~(2 * index + 1))
     depth = d - 1 - level
-    return TreeEnsemble(
-        roots=jnp.full(t, 0 if d else -1, jnp.int32),  # depth 0: single leaves
-        node_features=features[:, depth],
-        node_borders=borders[:, depth],
-        node_nan_right=nan_right[:, depth],
-        node_children=jnp.asarray(np.broadcast_to(np.stack([left, right], -1), (t, 2**d - 1, 2)).astype(np.int32)),
-        leaf_values=ens.leaf_values,
-        leaf_weights=ens.leaf_weights,
-        scale=ens.scale, bias=ens.bias, depth=d, n_features=ens.n_features,
-        feature_names=ens.feature_names, nan_modes=ens.nan_modes, loss_function=ens.loss_function,
-        class_names=ens.class_names, leaf_weights_known=ens.leaf_weights_known, featurizer=ens.featurizer,
-        players=ens.players, player_of=ens.player_of, reads=ens.reads,
-        n_searched=0 if featurized else None)
+    with trusted():  # full trees of a checked model: no value to read back from the device
+        return TreeEnsemble(
+            roots=jnp.full(t, 0 if d else -1, jnp.int32),  # depth 0: single leaves
+            node_features=features[:, depth],
+            node_borders=borders[:, depth],
+            node_nan_right=nan_right[:, depth],
+            node_children=jnp.asarray(np.broadcast_to(np.stack([left, right], -1), (t, 2**d - 1, 2)).astype(np.int32)),
+            leaf_values=ens.leaf_values,
+            leaf_weights=ens.leaf_weights,
+            scale=ens.scale, bias=ens.bias, depth=d, n_features=ens.n_features,
+            feature_names=ens.feature_names, nan_modes=ens.nan_modes, loss_function=ens.loss_function,
+            class_names=ens.class_names, leaf_weights_known=ens.leaf_weights_known, featurizer=ens.featurizer,
+            players=ens.players, player_of=ens.player_of, reads=ens.reads,
+            n_searched=0 if featurized else None)
