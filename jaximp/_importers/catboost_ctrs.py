@@ -28,12 +28,13 @@ def featurizer_from_json(model_json: dict, float_features: list[dict], nan_fill:
     cats = sorted(info.get("categorical_features", []), key=lambda c: c["feature_index"])
     one_hot = tuple((c["feature_index"], int(v)) for c in cats for v in c.get("values", []))
     ctrs = tuple(_ctr(ctr, model_json.get("ctr_data", {})) for ctr in info.get("ctrs", []))
-    description = json.dumps(
-        [info.get("categorical_features"), info.get("ctrs"), sorted(model_json.get("ctr_data", {}).items())],
-        sort_keys=True,
-    )
     n_columns = len(float_features) + len(cats)
     float_borders = tuple(np.asarray(f.get("borders", []), np.float32) for f in float_features)
+    digest = hashlib.sha256(json.dumps([info.get("categorical_features"), info.get("ctrs")], sort_keys=True,
+                                       default=str).encode())
+    for ctr in ctrs:  # the tables, from their arrays
+        for array in (ctr.keys, ctr.counts, np.float64(ctr.counter_denominator)):
+            digest.update(np.ascontiguousarray(array).tobytes())
     most_borders = max([1] + [len(b) for b in float_borders] + [len(c.borders) for c in ctrs])
     return Featurizer(
         n_columns=n_columns,
@@ -42,7 +43,7 @@ def featurizer_from_json(model_json: dict, float_features: list[dict], nan_fill:
         one_hot=one_hot,
         ctrs=ctrs,
         float_nan_fill=tuple(nan_fill),
-        digest=hashlib.sha256(description.encode()).hexdigest(),
+        digest=digest.hexdigest(),
         float_borders=float_borders,
         bin_dtype=np.uint8 if most_borders < 255 else np.int32,
     )
@@ -63,14 +64,10 @@ def _ctr(ctr: dict, ctr_data: dict) -> Ctr:
             one_hot_elements.append((int(element["cat_feature_index"]), int(element["value"])))
         else:
             raise ValueError(f"unknown CTR combination element {kind!r}")
-    table = ctr_data.get(ctr["identifier"])
+    table = ctr_data.get(ctr.get("table", ctr["identifier"]))
     if table is None:
         raise ValueError(f"the CTR {ctr['identifier']} has no ctr_data table")
-    stride = int(table["hash_stride"])
-    flat = table["hash_map"]
-    keys = np.array([int(k) for k in flat[0::stride]], np.uint64)
-    counts = np.array([flat[i + 1: i + stride] for i in range(0, len(flat), stride)], np.float64)
-    counts = counts.reshape(len(keys), stride - 1)
+    keys, counts = _table_arrays(table)
     real = keys != _EMPTY
     order = np.argsort(keys[real], kind="stable")
     return Ctr(
@@ -87,4 +84,27 @@ def _ctr(ctr: dict, ctr_data: dict) -> Ctr:
         keys=keys[real][order],
         counts=counts[real][order],
         counter_denominator=float(table.get("counter_denominator", 0)),
+        target_classifier=int(ctr.get("target_border_classifier_idx", 0)),
     )
+
+
+def _table_arrays(table: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``(u64[n] keys, f64[n, m] numbers)`` of a ``ctr_data`` table: arrays already (read from a
+    ``.cbm`` file) or the JSON export's ``hash_map``, each key (a decimal string) followed by its
+    ``hash_stride - 1`` numbers.
+
+    Raises:
+        ValueError: a stride below 2, a map that is not a whole number of strides, a key that is
+            not an unsigned 64-bit integer or numbers that are not numbers.
+    """
+    if "keys" in table:
+        return np.asarray(table["keys"], np.uint64), np.asarray(table["counts"], np.float64)
+    stride = int(table["hash_stride"])
+    flat = table["hash_map"]
+    if stride < 2 or not isinstance(flat, list) or len(flat) % stride:
+        raise ValueError(f"a ctr_data hash_map of {len(flat)} entries is not a whole number of strides of {stride}")
+    keys = [int(k) for k in flat[0::stride]]
+    if any(not 0 <= k < 1 << 64 for k in keys):
+        raise ValueError("a ctr_data key is not an unsigned 64-bit integer")
+    counts = np.array([flat[i + 1: i + stride] for i in range(0, len(flat), stride)], np.float64)
+    return np.array(keys, np.uint64), counts.reshape(len(keys), stride - 1)

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import struct
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from jaximp._importers.catboost_ctrs import featurizer_from_json
+from jaximp._importers.cbm import SIGNATURE, read_cbm
 from jaximp._importers.padded import ModelFields
 from jaximp._models.featurizer import Featurizer
 
@@ -26,25 +28,27 @@ _NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
 
 
 def load_json(model_or_path: Any) -> dict:
-    """The parsed JSON export of a CatBoost model, a ``.cbm`` file or a ``.json`` file.
+    """The model as CatBoost's JSON export lays it out, from a CatBoost model, a ``.json`` file (its
+    export) or a ``.cbm`` file (read without CatBoost, :mod:`jaximp._importers.cbm`; a model
+    object is saved to a temporary ``.cbm`` and read the same way, so nothing its JSON export
+    loses is lost: per-target CTR tables, exact mean-value CTRs).
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
-        ValueError: a missing or unreadable file, or an unfitted model.
+        ValueError: a missing, unreadable or corrupt file, or an unfitted model.
     """
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
         if not os.path.isfile(path):
             raise ValueError(f"from_catboost: model_or_path must be an existing file; got {path!r}")
-        if path.lower().endswith(".json"):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    return json.load(f)
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ValueError(
-                    f"from_catboost: {path!r} is not a readable CatBoost JSON model ({e})"
-                ) from e
-        return json_of_model(_load_cbm(path))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ValueError(f"from_catboost: cannot read {path!r} ({e})") from e
+        if path.lower().endswith(".json") or (data[:1] == b"{" and data[:4] != SIGNATURE):
+            return _parse_json(data, path)
+        return _parse_cbm(data, path)
     try:
         import catboost
     except ImportError:  # pragma: no cover - catboost is a core dependency
@@ -52,47 +56,46 @@ def load_json(model_or_path: Any) -> dict:
     if catboost is not None and isinstance(model_or_path, catboost.CatBoost):
         if not model_or_path.is_fitted():
             raise ValueError("from_catboost: model_or_path must be a fitted CatBoost model")
-        return json_of_model(model_or_path)
+        return _parse_cbm(_cbm_bytes(model_or_path), "the model")
     raise TypeError(
         "from_catboost: model_or_path must be a CatBoost model or a path to a .cbm or .json "
         f"file; got {type(model_or_path).__name__}"
     )
 
 
-def _load_cbm(path: str):
-    """The CatBoost model of a ``.cbm`` file (a ``ValueError`` when unreadable)."""
-    import catboost
-
-    model = catboost.CatBoost()
+def _parse_json(data: bytes, path: str) -> dict:
+    """A JSON model file's dict, or a ``ValueError`` naming the file."""
     try:
-        model.load_model(path, format="cbm")
-    except catboost.CatBoostError as e:
-        raise ValueError(f"from_catboost: {path!r} is not a readable CatBoost model ({e})") from e
-    return model
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"from_catboost: {path!r} is not a readable CatBoost JSON model ({e})") from e
+    except RecursionError as e:
+        raise ValueError(f"from_catboost: {path!r} nests its JSON deeper than Python's reader allows; "
+                         "a CatBoost model nests a few dozen levels: the file is damaged") from e
 
 
-def json_of_model(model) -> dict:
-    """The parsed JSON export (``save_model(path, format="json")``) of a fitted CatBoost model.
+def _parse_cbm(data: bytes, what: str) -> dict:
+    """A ``.cbm`` model's dict, or a ``ValueError`` naming the file."""
+    name = what if what == "the model" else repr(what)
+    try:
+        return read_cbm(data)
+    except (ValueError, struct.error, OverflowError, MemoryError) as e:
+        damaged = "" if data[:4] != SIGNATURE else "a damaged .cbm file, "
+        raise ValueError(f"from_catboost: {name} is not a readable CatBoost model ({damaged}{e})") from e
 
-    Raises:
-        ValueError: the model uses text or embedding features (CatBoost exports them only as
-            ``.cbm``) or cannot be exported.
-    """
+
+def _cbm_bytes(model) -> bytes:
+    """The bytes of ``model.save_model(path)`` (CatBoost's ``.cbm`` format)."""
     import catboost
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.json")
+        path = os.path.join(tmp, "model.cbm")
         try:
-            model.save_model(path, format="json")
+            model.save_model(path)
         except catboost.CatBoostError as e:
-            for kind in ("text", "embedding"):
-                if f"{kind} features" in str(e):  # CatBoost exports such models only as .cbm
-                    raise ValueError(f"from_catboost: this model uses {kind} features, which jaximp "
-                                     "does not support; retrain without them to explain the model "
-                                     "with jaximp") from e
-            raise ValueError(f"from_catboost: cannot export the model as JSON ({e})") from e
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            raise ValueError(f"from_catboost: cannot save the model ({e})") from e
+        with open(path, "rb") as f:
+            return f.read()
 
 
 def check_supported(model_json: dict) -> None:

@@ -55,6 +55,9 @@ class Ctr:
         counts: ``[n_keys, n_numbers]`` the table's numbers per key (class counts, a count, or
             sum/count).
         counter_denominator: Counter's denominator.
+        target_classifier: the target the CTR's table counts (CatBoost's
+            ``TargetBorderClassifierIdx``: one per target of a multi-target model; 0 when the
+            model file does not say, as CatBoost's JSON export).
     """
 
     ctr_type: str
@@ -70,6 +73,7 @@ class Ctr:
     keys: np.ndarray
     counts: np.ndarray
     counter_denominator: float
+    target_classifier: int = 0
 
     def values(self, key: np.ndarray) -> np.ndarray:
         """``f32[n]`` the CTR of rows with projection hashes ``key: u64[n]``."""

@@ -19,13 +19,15 @@ from jaximp._rows.codes import encode_rows, needs_codes
 from jaximp._rows.featurize import featurize_columns
 from jaximp._rows.frames import EvaluatedRows, check_shape, frame_columns, frame_positions, is_pool
 from jaximp._rows.hashing import hash_column
+from jaximp._rows.pools import pool_rows
 
 
 def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarray | jax.Array:
     """``f32[N, F]`` rows of ``X`` in the model's column order.
 
     Args:
-        X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or numeric ``catboost.Pool``.
+        X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or ``catboost.Pool`` (one
+            with categorical features read by CatBoost, ``jaximp._rows.pools``).
         ens: the model, whose ``n_features`` and ``feature_names`` the columns must match.
         fn_name: the public function, for error messages.
         arg: the argument's name, for error messages.
@@ -44,6 +46,8 @@ def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarr
     if ens.featurizer is not None:
         if isinstance(X, EvaluatedRows):  # checked and featurized already
             return X
+        if is_pool(X):  # its raw values stay inside CatBoost: read through a probe
+            return pool_rows(X, ens, fn_name, arg)
         return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
     codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
     if codes is not None and needs_codes(X, codes):
