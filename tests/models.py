@@ -688,3 +688,20 @@ def catboost_multi_target(name: str) -> Fitted:
     path = os.path.join(tempfile.mkdtemp(dir=_FILES), "model.cbm")
     model.save_model(path)
     return Fitted(model=model, ens=jaximp.from_catboost(path), X=frame, y=y, path=path)
+
+
+@functools.cache
+def catboost_mean_ctr() -> Fitted:
+    """A regression model with BinarizedTargetMeanValue CTRs over 4 target borders, whose tables hold
+    fractional sums (CatBoost's JSON reader rounds them: the reloaded export predicts differently)
+    and Counter CTRs; ``path`` its ``.cbm`` file."""
+    frame = make_frame(400, seed=0)
+    y = make_target(frame, "regression")
+    model = catboost.CatBoost(dict(loss_function="RMSE", iterations=12, depth=4, learning_rate=0.3, random_seed=0,
+                                   verbose=0, thread_count=1, allow_writing_files=False, cat_features=CAT,
+                                   one_hot_max_size=1, max_ctr_complexity=2,
+                                   simple_ctr=["BinarizedTargetMeanValue:TargetBorderCount=4", "Counter"]))
+    model.fit(frame, y)
+    path = os.path.join(tempfile.mkdtemp(dir=_FILES), "model.cbm")
+    model.save_model(path)
+    return Fitted(model=model, ens=jaximp.from_catboost(path), X=frame, y=y, path=path)
