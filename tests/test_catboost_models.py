@@ -232,7 +232,7 @@ def test_pool_refusals():
         jaximp.permutation_importance(ens, models.pool(frame, np.zeros(len(frame))), np.zeros(len(frame)))
 
 
-# The drop-in's ShapInteractionValues of one pair ------------------------------------------------------------------------
+# The drop-in's ShapInteractionValues of one pair ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["categorical_pairs", "multiclass"])

@@ -176,9 +176,10 @@ def player_interactions(ens: Any, data: Any) -> np.ndarray:
 def _pair_of_classes(ens: Any, data: Any, i: int, j: int) -> np.ndarray:
     """``f64[N, K, 2, 2]`` (``[N, K, 1, 1]`` when ``i == j``) CatBoost's ShapInteractionValues of
     the pair of columns ``(i, j)`` of a model with combination classes (``CalcShapInteraction``
-    with ``pairOfFeatures``): over the classes holding ``i`` and those holding ``j``, the main effect of a class holding both goes to both diagonal entries divided by its
-    size, and the interaction of two classes to the entries of their columns ``i`` and ``j`` (0
-    and 1), divided by the product of their sizes; the entry ``[1, 0]`` is then that of ``[0, 1]``."""
+    with ``pairOfFeatures``): over the classes holding ``i`` and those holding ``j``, the main
+    effect of a class holding both goes to both diagonal entries divided by its size, and the
+    interaction of two classes to the entries of their columns ``i`` and ``j`` (0 and 1), divided
+    by the product of their sizes; the entry ``[1, 0]`` is then that of ``[0, 1]``."""
     phi = player_interactions(ens, data)  # [N, P, P, K]
     first, second = ([p for p, cols in enumerate(ens.players) if c in cols] for c in (i, j))
     size = 1 if i == j else 2

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from jaximp._importers.catboost_ctrs import featurizer_from_json, sorted_borders
+from jaximp._importers.catboost_ctrs import featurizer_from_json, integer, number, numbers, sorted_borders
 from jaximp._importers.cbm import SIGNATURE, read_cbm
 from jaximp._importers.padded import ModelFields
 from jaximp._models.featurizer import Featurizer
@@ -176,15 +176,23 @@ def check_dense_size(n_bytes: int, what: str) -> None:
         ValueError: ``n_bytes`` is over the budget.
     """
     if n_bytes > DENSE_BUDGET:
-        raise ValueError(f"from_catboost: {what} would take {n_bytes / 2**30:.1f} GiB in jaximp's dense "
-                         f"layout, more than its budget of {DENSE_BUDGET / 2**30:.0f} GiB; such a model "
-                         "cannot be explained by jaximp (a damaged file can declare it too)")
+        raise ValueError(f"from_catboost: {what} would take {_size(n_bytes)} in jaximp's dense layout, more "
+                         f"than its budget of {_size(DENSE_BUDGET)}; such a model cannot be explained by "
+                         "jaximp (a damaged file can declare it too)")
+
+
+def _size(n_bytes: int) -> str:
+    """``n_bytes`` for people: "3.0 GiB", "12.5 MiB", "512 bytes"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if n_bytes >= 1 << shift:
+            return f"{n_bytes / (1 << shift):.1f} {unit}"
+    return f"{n_bytes} bytes"
 
 
 def finite_float32(values: Any, what: str) -> np.ndarray:
     """``f32[n]`` of a list of numbers, or a ``ValueError`` naming ``what`` when one is not finite
     in float32 (a leaf value beyond float32's range would silently become infinite)."""
-    array = np.asarray(values, np.float64).reshape(-1)
+    array = numbers(values, what)
     with np.errstate(over="ignore"):
         out = array.astype(np.float32)
     if not np.isfinite(out).all():
@@ -243,29 +251,31 @@ class _Splits:
         if kind != "FloatFeature" and not self.categorical:
             raise ValueError(f"tree {tree} has a {kind} split, but the model has no categorical features")
         if kind == "FloatFeature":
-            feature = int(split["float_feature_index"])
+            feature = integer(split["float_feature_index"], "float_feature_index")
             if not 0 <= feature < self.n_float:
                 raise ValueError(f"tree {tree} splits on float feature {feature}; the model has {self.n_float}")
-            border = np.float32(split["border"])
+            border = np.float32(number(split["border"], "a split's border"))
             j = int(np.searchsorted(self.borders[feature], border))
             if j == len(self.borders[feature]) or self.borders[feature][j] != border:
                 raise ValueError(f"tree {tree} splits on a border that feature {feature} lacks")
             found = (feature, j)
         elif kind == "OneHotFeature":
-            key = (int(split["cat_feature_index"]), int(split["value"]))
+            key = (integer(split["cat_feature_index"], "cat_feature_index"), integer(split["value"], "a one-hot value"))
             if key not in self.one_hot:
                 raise ValueError(f"tree {tree} splits on one-hot value {key[1]} of categorical feature "
                                  f"{key[0]}, which the model does not list")
             found = (self.one_hot[key], 0)
         else:
-            index = int(split["split_index"])
+            index = integer(split["split_index"], "split_index")
             if not 0 <= index < len(self.table) or self.table[index][0] < self.first_ctr:
                 raise ValueError(f"tree {tree}: split_index {index} is not a CTR border of the model")
             found = self.table[index]
-            if self.borders[found[0]][found[1]] != np.float32(split["border"]):
+            if self.borders[found[0]][found[1]] != np.float32(number(split["border"], "a split's border")):
                 raise ValueError(f"tree {tree}: split_index {index} does not match its border")
-        named = int(split.get("split_index", -1))
-        if "split_index" in split and not (0 <= named < len(self.table) and self.table[named] == found):
+        if "split_index" not in split:
+            raise ValueError(f"tree {tree} has a split without split_index (what CatBoost's JSON reader reads)")
+        named = integer(split["split_index"], "split_index")
+        if not (0 <= named < len(self.table) and self.table[named] == found):
             raise ValueError(f"tree {tree}: split_index {split['split_index']} names another split than "
                              "the one described (CatBoost reads the split_index)")
         return found
@@ -304,12 +314,14 @@ def model_features(model_json: dict) -> ModelFeatures:
             categorical description (see ``featurizer_from_json``).
     """
     info = model_json["features_info"]
-    float_features = sorted(info.get("float_features", []), key=lambda f: f["flat_feature_index"])
-    cat_features = sorted(info.get("categorical_features", []), key=lambda f: f["flat_feature_index"])
-    columns = sorted(float_features + cat_features, key=lambda f: f["flat_feature_index"])
-    if [f["flat_feature_index"] for f in columns] != list(range(len(columns))):
+    flat = lambda f: integer(f["flat_feature_index"], "flat_feature_index")  # noqa: E731
+    float_features = sorted(info.get("float_features", []), key=flat)
+    cat_features = sorted(info.get("categorical_features", []), key=flat)
+    columns = sorted(float_features + cat_features, key=flat)
+    if [flat(f) for f in columns] != list(range(len(columns))):
         raise ValueError("the features' flat_feature_index are not 0..F-1")
-    if [f.get("feature_index", i) for i, f in enumerate(float_features)] != list(range(len(float_features))):
+    if [integer(f.get("feature_index", i), "feature_index") for i, f in enumerate(float_features)] \
+            != list(range(len(float_features))):
         raise ValueError("the float features' feature_index are not 0..n-1 in flat order")
     float_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
     featurizer = None
@@ -318,12 +330,21 @@ def model_features(model_json: dict) -> ModelFeatures:
         featurizer = featurizer_from_json(model_json, float_features, nan_fill)
     splits = _Splits(float_features, featurizer, info.get("ctrs", []))
     nan_modes = float_modes + ("Min",) * (len(splits.borders) - len(float_features))
-    names = tuple(str(f.get("feature_id") or i) for i, f in enumerate(columns))
+    names = tuple(_name(f.get("feature_id"), i) for i, f in enumerate(columns))
     if len(set(names)) != len(names):
         raise ValueError("two features have the same feature_id")
     players, player_of, reads = attribution(featurizer)
     return ModelFeatures(splits=splits, featurizer=featurizer, nan_modes=nan_modes, names=names,
                          players=players, player_of=player_of, reads=reads)
+
+
+def _name(feature_id: Any, index: int) -> str:
+    """A column's name: its ``feature_id``, or its index when it has none (CatBoost's default)."""
+    if feature_id is None or feature_id == "":
+        return str(index)
+    if not isinstance(feature_id, str):
+        raise ValueError(f"a feature_id must be text; got {feature_id!r}")
+    return feature_id
 
 
 def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:
@@ -353,7 +374,7 @@ def ensemble_fields(model_json: dict, features: ModelFeatures, loss_function: st
     names, NaN modes and categorical description."""
     scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
     model_info = model_json.get("model_info", {})
-    bias = finite_float32(bias, "the bias")
+    bias = finite_float32(bias if isinstance(bias, list) else [bias], "the bias")
     if not 1 <= len(bias) <= 1 << 16:
         raise ValueError(f"the model's bias has {len(bias)} outputs")
     return ModelFields(
@@ -361,7 +382,7 @@ def ensemble_fields(model_json: dict, features: ModelFeatures, loss_function: st
         feature_names=features.names,
         nan_modes=features.nan_modes,
         loss_function=loss_function or loss_function_of(model_info),
-        scale=float(finite_float32([float(scale)], "the scale")[0]),
+        scale=float(finite_float32([number(scale, "the scale")], "the scale")[0]),
         class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
         featurizer=features.featurizer,
         players=features.players,

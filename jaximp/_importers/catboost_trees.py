@@ -104,7 +104,11 @@ def _parse_tree(root: dict, features: ModelFeatures, index: int, n_outputs: int)
             children.append([0, 0])
             pointer = len(node_features) - 1
         else:
-            values.append(node["value"])
+            value = node["value"]
+            values.append(value if isinstance(value, list) else [value])
+            if len(values[-1]) != n_outputs:
+                raise ValueError(f"a leaf of tree {index} has {len(values[-1])} values; the model has "
+                                 f"{n_outputs} outputs")
             weights.append(node.get("weight"))
             depth = max(depth, level)
             pointer = ~(len(values) - 1)
@@ -118,7 +122,8 @@ def _parse_tree(root: dict, features: ModelFeatures, index: int, n_outputs: int)
         node_borders=np.asarray(borders, np.float32),
         node_nan_right=np.asarray([goes_right[f] for f in node_features], bool),
         node_children=np.asarray(children, np.int32).reshape(-1, 2),
-        leaf_values=finite_float32(values, f"the leaf values of tree {index}").reshape(len(values), n_outputs),
+        leaf_values=finite_float32([v for leaf in values for v in leaf], f"the leaf values of tree {index}").reshape(
+            len(values), n_outputs),
         depth=depth,
         leaf_weights=None if None in weights else finite_float32(weights, f"the leaf weights of tree {index}"),
     )

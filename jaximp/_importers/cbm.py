@@ -237,9 +237,9 @@ def _non_symmetric(trees: Table, bin_features: list[dict], n_outputs: int, steps
         at = int(node_leaves[node])
         if at + n_outputs > len(values) or (len(weights) and at // n_outputs >= len(weights)):
             raise ValueError(f"node {node} names leaf {at}, past the {len(values)} leaf values")
-        out: dict[str, Any] = {"value": values[at] if n_outputs == 1 else values[at:at + n_outputs].tolist()}
+        out: dict[str, Any] = {"value": float(values[at]) if n_outputs == 1 else values[at:at + n_outputs].tolist()}
         if len(weights):
-            out["weight"] = weights[at // n_outputs]
+            out["weight"] = float(weights[at // n_outputs])
         return out
 
     visited = np.zeros(len(steps), bool)
