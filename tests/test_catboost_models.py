@@ -25,6 +25,7 @@ from oracles import assert_close, catboost_interactions, catboost_shap, raw_outp
 
 import jaximp
 from jaximp._importers.cbm import read_cbm
+from jaximp._rows import pools
 from jaximp._rows.inputs import as_features
 
 # Trees without splits -----------------------------------------------------------------------------------------
@@ -209,6 +210,15 @@ def test_categorical_pools(name, tmp_path):
                  raw_output(reference, data).reshape(len(frame), -1))
     values, _ = catboost_shap(reference, data)
     assert_close(np.asarray(jaximp.shap_values(ens, data)).reshape(values.shape), values)
+
+
+def test_pools_read_in_slices(monkeypatch):
+    """A Pool read in slices (bounded leaf indices at a time) gives the same rows."""
+    fitted = models.catboost_categorical("combinations_4")
+    frame, _ = models.explained("binary")
+    monkeypatch.setattr(pools, "_CHUNK", 64)  # a few rows a slice
+    np.testing.assert_array_equal(pools.pool_rows(models.pool(frame), fitted.ens, "test"),
+                                  as_features(frame, fitted.ens, "test"))
 
 
 def test_pools_of_mean_value_ctrs():

@@ -131,20 +131,33 @@ def _ctr_base(ctr: Ctr) -> _Table:
     return _Table({0: combination, 1: ("b", _CTR_TYPES.index(ctr.ctr_type)), 2: ("i", ctr.target_classifier)})
 
 
-def _value_table(ctr: Ctr) -> bytes:
-    """A ``TCtrValueTable`` of the CTR's keys and numbers: buckets ``(u64 hash, u32 row)``, a
-    power of 2 at least twice the keys, each key at its first free bucket from ``hash & mask``."""
-    n_keys = len(ctr.keys)
-    size = 1 << max(1, (2 * n_keys - 1).bit_length())
+def hash_index(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(u64[size] hashes, u32[size] rows)``: CatBoost's open-addressing index of ``keys`` (see
+    ``jaximp._importers.cbm_ctrs``), ``size`` a power of 2 at least twice the keys. Keys sorted by
+    their home bucket ``hash & (size - 1)`` take consecutive free buckets, so every bucket from a
+    key's home to its own is taken: CatBoost's look-up finds it, and stops at an empty bucket for
+    any other hash. A run that would wrap past the last bucket doubles the size."""
+    size = 1 << max(1, (2 * len(keys) - 1).bit_length())
+    for _ in range(64 - size.bit_length()):
+        home = (keys & np.uint64(size - 1)).astype(np.int64)
+        order = np.argsort(home, kind="stable")
+        steps = np.arange(len(keys))
+        slots = np.maximum.accumulate(home[order] - steps) + steps if len(keys) else steps
+        if not len(keys) or slots[-1] < size:
+            break
+        size *= 2
     hashes = np.full(size, _EMPTY, np.uint64)
     rows = np.zeros(size, np.uint32)
-    for row, key in enumerate(ctr.keys.tolist()):
-        slot = key & (size - 1)
-        while hashes[slot] != _EMPTY:
-            slot = (slot + 1) & (size - 1)
-        hashes[slot], rows[slot] = key, row
-    buckets = np.empty(size, [("hash", "<u8"), ("row", "<u4")])
+    hashes[slots], rows[slots] = keys[order], order
+    return hashes, rows
+
+
+def _value_table(ctr: Ctr) -> bytes:
+    """A ``TCtrValueTable`` of the CTR's keys (:func:`hash_index`) and numbers."""
+    hashes, rows = hash_index(np.asarray(ctr.keys, np.uint64))
+    buckets = np.empty(len(hashes), [("hash", "<u8"), ("row", "<u4")])
     buckets["hash"], buckets["row"] = hashes, rows
+    n_keys = len(ctr.keys)
     counts = np.asarray(ctr.counts)
     if "Mean" in ctr.ctr_type:
         blob = np.empty(n_keys, [("sum", "<f4"), ("count", "<i4")])
@@ -224,30 +237,37 @@ _SPLITS: dict[str, Callable[[Any], tuple[np.ndarray, np.ndarray]]] = {
 }
 
 
-def smallest_bins(outcomes: np.ndarray, features: np.ndarray, thresholds: np.ndarray, n_evaluated: int) -> np.ndarray:
-    """``i64[N, E]`` the smallest bin of each evaluated feature that agrees with every split's
-    outcome: ``max(threshold + 1)`` over the splits on it that are true (``bin > threshold``),
-    0 where none is.
+_POPCOUNT = np.array([bin(v).count("1") for v in range(256)], np.uint16)
+_CHUNK = 1 << 24  # leaf indices read from CatBoost at a time (rows x probe trees)
 
-    Args:
-        outcomes: ``[N, n_splits]`` 1 where the row's split is true, else 0.
-        features: ``[n_splits]`` the evaluated feature each split reads.
-        thresholds: ``[n_splits]`` each split's border index.
-        n_evaluated: E.
+
+def _bins_from_leaves(leaves: np.ndarray, features: np.ndarray, thresholds: np.ndarray,
+                      out: np.ndarray) -> None:
+    """Write into ``out [n, E]`` each evaluated feature's bin from the probe's leaves ``[n, P]``.
+
+    The splits are laid out grouped by evaluated feature, thresholds ascending (split ``s`` is
+    bit ``s % _PROBE_BITS`` of probe tree ``s // _PROBE_BITS``). A feature's splits are true for
+    thresholds below its bin and false from it on (``bin > j``), so the number ``c`` of its true
+    splits gives the bin, ``thresholds[c - 1] + 1`` (0 when none is), the smallest bin that
+    agrees with every outcome; each count is a popcount of a few bits of one or two leaves.
     """
-    bins = np.zeros((outcomes.shape[0], n_evaluated), np.int64)
-    if len(features):
-        order = np.argsort(features, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(features[order]) != 0])
-        lower = np.where(outcomes[:, order] == 1, thresholds[order] + 1, 0)
-        bins[:, features[order][starts]] = np.maximum.reduceat(lower, starts, axis=1)
-    return bins
+    starts = np.flatnonzero(np.r_[True, np.diff(features) != 0])
+    ends = np.r_[starts[1:], len(features)]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        count = np.zeros(len(leaves), np.uint16)
+        for tree in range(a // _PROBE_BITS, (b - 1) // _PROBE_BITS + 1):
+            lo, hi = max(a, tree * _PROBE_BITS), min(b, (tree + 1) * _PROBE_BITS)
+            bits = (leaves[:, tree] >> (lo - tree * _PROBE_BITS)) & ((1 << (hi - lo)) - 1)
+            count += _POPCOUNT[bits]
+        table = np.r_[0, thresholds[a:b] + 1].astype(out.dtype)
+        out[:, features[a]] = table[count]
 
 
 def pool_rows(pool: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> EvaluatedRows:
     """``[N, E]`` the bins of the evaluated features (``ens.featurizer.bin_dtype``) of a
     ``catboost.Pool`` with categorical features, as CatBoost reads the Pool (see the module
-    docstring). Costs one probe model loaded into CatBoost and its ``calc_leaf_indexes``.
+    docstring). Costs one probe model loaded into CatBoost and its ``calc_leaf_indexes``, read
+    in slices of the Pool so that the leaf indices held at once stay bounded.
 
     Raises:
         TypeError: the Pool has text or embedding features, or CatBoost cannot read it with the
@@ -259,22 +279,25 @@ def pool_rows(pool: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> Evaluat
     if pool.get_text_feature_indices() or pool.get_embedding_feature_indices():
         raise TypeError(f"{fn_name}: {arg} must be a catboost.Pool without text or embedding features, "
                         "which the model does not use")
-    if pool.num_row() == 0:
+    n = pool.num_row()
+    if n == 0:
         raise ValueError(f"{fn_name}: {arg} must have at least one row; got an empty catboost.Pool")
     featurizer = ens.featurizer
+    out = np.zeros((n, ens.n_evaluated), featurizer.bin_dtype)
     features, thresholds = _SPLITS[ens.layout](ens)
     pairs = np.unique(np.stack([features, thresholds], axis=1).astype(np.int64).reshape(-1, 2), axis=0)
-    features, thresholds = pairs[:, 0], pairs[:, 1]
     if not len(pairs):
-        return np.zeros((pool.num_row(), ens.n_evaluated), featurizer.bin_dtype).view(EvaluatedRows)
+        return out.view(EvaluatedRows)
+    features, thresholds = pairs[:, 0], pairs[:, 1]  # sorted by feature, then threshold
     probe = catboost.CatBoost()
     probe.load_model(blob=probe_cbm(featurizer, ens.feature_names, _split_offsets(featurizer)[features] + thresholds))
-    try:
-        leaves = np.asarray(probe.calc_leaf_indexes(pool), np.int64)  # [N, n_probe_trees]
-    except catboost.CatBoostError as e:
-        raise TypeError(f"{fn_name}: {arg} is a catboost.Pool that CatBoost cannot read with the model's "
-                        f"features ({e})") from e
-    s = np.arange(len(pairs))
-    outcomes = (leaves[:, s // _PROBE_BITS] >> (s % _PROBE_BITS)) & 1
-    bins = smallest_bins(outcomes, features, thresholds, ens.n_evaluated)
-    return bins.astype(featurizer.bin_dtype).view(EvaluatedRows)
+    step = max(1, _CHUNK // -(-len(pairs) // _PROBE_BITS))
+    for start in range(0, n, step):
+        part = pool if step >= n else pool.slice(list(range(start, min(n, start + step))))
+        try:
+            leaves = np.asarray(probe.calc_leaf_indexes(part), np.uint8)  # [n, probe trees], < 2**8
+        except catboost.CatBoostError as e:
+            raise TypeError(f"{fn_name}: {arg} is a catboost.Pool that CatBoost cannot read with the model's "
+                            f"features ({e})") from e
+        _bins_from_leaves(leaves, features, thresholds, out[start:start + len(leaves)])
+    return out.view(EvaluatedRows)
