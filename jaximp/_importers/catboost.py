@@ -42,8 +42,12 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
     :class:`TreeEnsemble` from a non-symmetric one (``grow_policy="Depthwise"``/``"Lossguide"``).
 
     Categorical features (one-hot and CTR splits, CTRs over combinations of columns) are
-    supported: the ensemble then takes their raw values (strings or integers) and evaluates
-    each split as CatBoost does, with the model's hashing and CTR tables.
+    supported: the ensemble then takes their raw values (strings or integers), or a
+    ``catboost.Pool``, and evaluates each split as CatBoost does, with the model's hashing and CTR
+    tables. A ``.cbm`` file is read by jaximp itself (CatBoost need not be installed) with
+    everything the model holds: a model object is saved to a temporary ``.cbm`` and read the same
+    way. A JSON export loses the per-target CTR tables of multi-target models (refused: read the
+    ``.cbm``). Trees without splits (``"splits": null`` in the export) add their one leaf value.
 
     Args:
         model_or_path: a fitted ``catboost.CatBoost`` / ``CatBoostRegressor`` /
@@ -61,8 +65,12 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
-        ValueError: the file is missing, unreadable or corrupt, the model is not fitted or has
-            no trees, or it uses what jaximp does not support (text or embedding features).
+        ValueError: the file is missing, unreadable or corrupt (truncated, damaged, not a
+            CatBoost model, sizes or indices it declares but does not hold, values of the wrong
+            type), its dense layout would exceed the memory budget (the size it needs is named),
+            the model is not fitted or has no trees, it is a multi-target model with CTRs read
+            from a JSON export, or it uses what jaximp does not support (text or embedding
+            features).
 
     Example:
         >>> model = catboost.CatBoostRegressor(iterations=20, depth=4, verbose=0,

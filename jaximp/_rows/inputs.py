@@ -104,7 +104,9 @@ def as_raw_columns(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> RawCo
     Categorical columns take raw values as CatBoost does: strings, integers or booleans (a
     pandas ``category`` column of those too); floats and missing values are refused, as
     CatBoost refuses them. A ``catboost.Pool`` with categorical features keeps its raw values
-    to itself, so it is refused with a pointer to the data it was built from.
+    to itself (:func:`as_features` reads its evaluated features through CatBoost), so what needs
+    the raw columns (permuting them, displaying them) refuses it with a pointer to the data it
+    was built from.
 
     Raises:
         TypeError: an unsupported type, a non-numeric float column, or a categorical column
