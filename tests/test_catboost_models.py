@@ -233,6 +233,20 @@ def test_pools_of_mean_value_ctrs():
     assert_close(jaximp.shap_values(fitted.ens, data), values[..., 0])
 
 
+def test_counter_ctrs_with_a_prior_on_unseen_categories():
+    """An unseen category's Counter CTR is a count of 0 over the table's denominator, not over 0:
+    the two differ once the prior's numerator is not 0."""
+    frame = models.make_frame(400, seed=0)
+    counter = ["Counter:Prior=0.7/1"]
+    model = catboost.CatBoost(dict(loss_function="RMSE", iterations=20, depth=4, random_seed=0, verbose=0,
+                                   thread_count=1, allow_writing_files=False, cat_features=models.CAT,
+                                   one_hot_max_size=1, simple_ctr=counter, combinations_ctr=counter))
+    model.fit(frame, models.make_target(frame, "regression"))
+    rows, _ = models.explained("regression")
+    assert (rows.c1 == "never-seen").any()
+    assert_close(jaximp.from_catboost(model).predict(rows), raw_output(model, models.pool(rows)))
+
+
 def test_pool_refusals():
     ens = models.catboost_categorical("ctr").ens
     frame, _ = models.explained("binary")
