@@ -628,3 +628,80 @@ def library_categorical_rows(case):
     fresh, _, _ = library_frame(60, 5, library, unseen=library != "xgboost")  # XGBoost refuses unseen categories
     rows = pd.concat([df.iloc[:40], fresh], ignore_index=True)
     return rows.assign(c=pd.Categorical(rows["c"], categories=fresh["c"].cat.categories))
+
+
+# CatBoost as a new user trains it: trees without splits, multi-target CTRs, model files -------------------------
+
+
+CATBOOST_NEW_USER = ("regression", "binary", "multiclass", "multiregression")
+
+
+def catboost_new_user_frame(n: int = 100, seed: int = 3):
+    """``(frame, signal, rng)``: one categorical column of 5 values, the data of a first model."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"c": rng.choice(list("abcde"), n)})
+    return frame, (frame.c == "a").to_numpy() + rng.normal(size=n), rng
+
+
+@functools.cache
+def catboost_null_splits(kind: str) -> Fitted:
+    """A model of one categorical column, CatBoost's defaults but 40 iterations of depth 4, whose
+    export has trees without splits (``"splits": null``: CatBoost found no split for them, each
+    adds its one leaf value), ``json`` its JSON export and ``path`` its ``.cbm`` file; ``ens`` is
+    read from the model object. For ``multiregression`` the CTRs are per target (item 3's case)."""
+    frame, signal, rng = catboost_new_user_frame()
+    y = {"regression": signal, "binary": (signal > signal.mean()).astype(int),
+         "multiclass": np.digitize(signal, np.quantile(signal, [0.33, 0.66])),
+         "multiregression": np.stack([signal, rng.normal(size=len(signal)) - signal], axis=1)}[kind]
+    model = catboost.CatBoost(dict(loss_function=LOSS[kind], iterations=40, depth=4, random_seed=0, verbose=0,
+                                   thread_count=1, allow_writing_files=False, cat_features=["c"])).fit(frame, y)
+    directory = tempfile.mkdtemp(dir=_FILES)
+    model.save_model(os.path.join(directory, "model.cbm"))
+    model.save_model(os.path.join(directory, "model.json"), format="json")
+    with open(os.path.join(directory, "model.json")) as f:
+        model_json = json.load(f)
+    return Fitted(model=model, ens=jaximp.from_catboost(model), X=frame, y=y, json=model_json,
+                  path=os.path.join(directory, "model.cbm"))
+
+
+# name: (loss, CatBoost options) of the multi-target models with CTRs (one CTR table per target)
+CATBOOST_MULTI_TARGET = {
+    "multi_rmse": ("MultiRMSE", dict(one_hot_max_size=1)),
+    "multi_rmse_combinations": ("MultiRMSE", dict(one_hot_max_size=2, max_ctr_complexity=2, depth=5)),
+    "multi_logloss": ("MultiLogloss", dict(one_hot_max_size=1)),
+}
+
+
+@functools.cache
+def catboost_multi_target(name: str) -> Fitted:
+    """A multi-target model of CATBOOST_MULTI_TARGET with CTR features on 400 raw rows, whose JSON
+    export loses its per-target CTR tables; ``path`` its ``.cbm`` file."""
+    loss, options = CATBOOST_MULTI_TARGET[name]
+    frame = make_frame(400, seed=0)
+    y = make_target(frame, "multiregression")
+    if loss == "MultiLogloss":
+        y = (y > np.median(y, axis=0)).astype(int)
+    params = dict(loss_function=loss, iterations=10, depth=4, learning_rate=0.3, random_seed=0, verbose=0,
+                  thread_count=1, allow_writing_files=False, cat_features=CAT)
+    params.update(options)
+    model = catboost.CatBoost(params).fit(frame, y)
+    path = os.path.join(tempfile.mkdtemp(dir=_FILES), "model.cbm")
+    model.save_model(path)
+    return Fitted(model=model, ens=jaximp.from_catboost(path), X=frame, y=y, path=path)
+
+
+@functools.cache
+def catboost_mean_ctr() -> Fitted:
+    """A regression model with BinarizedTargetMeanValue CTRs over 4 target borders, whose tables hold
+    fractional sums (CatBoost's JSON reader rounds them: the reloaded export predicts differently)
+    and Counter CTRs; ``path`` its ``.cbm`` file."""
+    frame = make_frame(400, seed=0)
+    y = make_target(frame, "regression")
+    model = catboost.CatBoost(dict(loss_function="RMSE", iterations=12, depth=4, learning_rate=0.3, random_seed=0,
+                                   verbose=0, thread_count=1, allow_writing_files=False, cat_features=CAT,
+                                   one_hot_max_size=1, max_ctr_complexity=2,
+                                   simple_ctr=["BinarizedTargetMeanValue:TargetBorderCount=4", "Counter"]))
+    model.fit(frame, y)
+    path = os.path.join(tempfile.mkdtemp(dir=_FILES), "model.cbm")
+    model.save_model(path)
+    return Fitted(model=model, ens=jaximp.from_catboost(path), X=frame, y=y, path=path)

@@ -88,8 +88,10 @@ def get_feature_importance(
     * ``"ShapInteractionValues"``: ``f64[N, F+1, F+1]`` or ``f64[N, K, F+1, F+1]``
       (:func:`jaximp.shap_interaction_values`); CatBoost puts the model's bias (per output) in
       the last row and column and 0 in their corner. ``interaction_indices=(i, j)`` (indices or
-      feature names) gives ``[N, 3, 3]`` with ``Phi_ij`` off the diagonal and zeros on it, or
-      ``[N, 2, 2]`` with ``Phi_ii`` when ``i == j``, as CatBoost does.
+      feature names) gives ``[N, 3, 3]`` with ``Phi_ij`` off the diagonal and, on it, the main
+      effects of the combinations of columns that read both ``i`` and ``j`` (CTRs over several
+      categorical columns; 0 for models without them), or ``[N, 2, 2]`` with ``Phi_ii`` when
+      ``i == j``, as CatBoost does.
     * ``"Interaction"``: ``f64[n_pairs, 3]`` rows ``[f, g, score]`` (``f < g``) of the pairs with a
       non-zero score, by score descending (ties by ``(f, g)``; CatBoost lists the pairs that
       share a tree, in hash order for ties), from :func:`jaximp.interaction` with
@@ -103,8 +105,10 @@ def get_feature_importance(
     * ``"SageValues"``: not supported (ValueError): CatBoost's is a Monte Carlo estimate drawn
       from its internal random generator, so its numbers cannot be reproduced.
 
-    Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or categorical
-    features; a categorical Pool's splits are probed by CatBoost) import
+    A ``catboost.Pool`` with categorical features is read by CatBoost through a probe built from
+    the model (``jaximp._rows.pools``), for a model object, a model file or a jaximp ensemble
+    alike. Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or
+    categorical features) import
     as a ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
     Interaction, ShapValues ("Regular", "Approximate", ``reference_data``) and
     ShapInteractionValues, with the layouts above and the numbers of the model reloaded from

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from jaximp._frontends.pool_rows import evaluated_from_catboost
+from jaximp._frontends.pool_rows import evaluated_rows
 from jaximp._rows.frames import is_pool
 
 FN_NAME = "get_feature_importance"
@@ -109,17 +109,9 @@ def check_counted_weights(ens: Any, kind: str, data: Any, reference_data: Any) -
 
 def readable(model: Any, ens: Any, data: Any) -> Any:
     """``data`` as jaximp reads it: a ``catboost.Pool`` with categorical features keeps their raw
-    values to itself, so with a CatBoost model at hand its rows are rebuilt from what CatBoost
-    tells of them (``jaximp._frontends.pool_rows``); anything else as it is."""
-    if not (is_pool(data) and data.get_cat_feature_indices() and getattr(ens, "featurizer", None)):
-        return data
-    import catboost
-
-    if not isinstance(model, catboost.CatBoost):
-        raise TypeError(f"{FN_NAME}: data is a catboost.Pool with categorical features, whose raw values "
-                        "only CatBoost can read: pass the CatBoost model object (not a file), or the "
-                        "DataFrame the Pool was built from")
-    return evaluated_from_catboost(model, ens, data)
+    values to itself, so its rows are read once by CatBoost through a probe of the model
+    (``jaximp._frontends.pool_rows``); anything else as it is."""
+    return evaluated_rows(ens, data, FN_NAME)
 
 
 def pool_weights(pool: Any) -> np.ndarray | None:

@@ -6,6 +6,7 @@ column, ``reference_data`` and ``model_output``'s rescaling of CatBoost's
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from jaximp._frontends.dropin_arguments import FN_NAME, SHAP_CALC_TYPES, pool_labels
 from jaximp._leaves.predict import predict
 from jaximp._rows.frames import is_pool
+from jaximp._rows.inputs import as_features
 from jaximp._shap.values import expected_value, shap_interaction_values, shap_values
 
 
@@ -160,11 +162,53 @@ def _feature_index(ens: Any, value: Any) -> int:
                      f"the model's feature names; got {value!r}")
 
 
+def player_interactions(ens: Any, data: Any) -> np.ndarray:
+    """``f64[N, P, P, K]`` the SHAP interaction values between CatBoost's combination classes (the
+    players, ``ens.players``), before they are unpacked onto columns: the model with each player
+    as a column of its own (attribution only; the rows, evaluated already, are the same)."""
+    players = dataclasses.replace(
+        ens, n_features=ens.n_players, feature_names=tuple(f"player {p}" for p in range(ens.n_players)),
+        players=tuple((p,) for p in range(ens.n_players)), reads=tuple((p,) for p in ens.player_of))
+    values = np.asarray(shap_interaction_values(players, as_features(data, ens, FN_NAME, "data")), np.float64)
+    return values if values.ndim == 4 else values[..., None]
+
+
+def _pair_of_classes(ens: Any, data: Any, i: int, j: int) -> np.ndarray:
+    """``f64[N, K, 2, 2]`` (``[N, K, 1, 1]`` when ``i == j``) CatBoost's ShapInteractionValues of
+    the pair of columns ``(i, j)`` of a model with combination classes (``CalcShapInteraction``
+    with ``pairOfFeatures``): over the classes holding ``i`` and those holding ``j``, the main
+    effect of a class holding both goes to both diagonal entries divided by its size, and the
+    interaction of two classes to the entries of their columns ``i`` and ``j`` (0 and 1), divided
+    by the product of their sizes; the entry ``[1, 0]`` is then that of ``[0, 1]``."""
+    phi = player_interactions(ens, data)  # [N, P, P, K]
+    first, second = ([p for p, cols in enumerate(ens.players) if c in cols] for c in (i, j))
+    size = 1 if i == j else 2
+    out = np.zeros((phi.shape[0], phi.shape[3], size, size))
+    for a in first:
+        for b in second:
+            ends_a = [int(c != i) for c in ens.players[a] if c in (i, j)]
+            ends_b = [int(c != i) for c in ens.players[b] if c in (i, j)]
+            if a == b:
+                for e in ends_a:
+                    out[:, :, e, e] += phi[:, a, a] / len(ens.players[a])
+                continue
+            for e in ends_a:
+                for g in ends_b:
+                    if e != g:
+                        out[:, :, e, g] += phi[:, a, b] / (len(ens.players[a]) * len(ens.players[b]))
+    if size == 2:
+        out[:, :, 1, 0] = out[:, :, 0, 1]
+    return out
+
+
 def shap_interaction_rows(ens: Any, data: Any, interaction_indices: Any) -> np.ndarray:
     """CatBoost's ShapInteractionValues: ``f64[N, F+1, F+1]``, or ``f64[N, K, F+1, F+1]`` when
     K > 1, the model's bias in the last row and column and 0 in their corner. With
     ``interaction_indices=(i, j)``: ``[N, 3, 3]`` with ``Phi_ij`` off the diagonal and zeros on
-    it, or ``[N, 2, 2]`` with ``Phi_ii`` when ``i == j`` (``[N, K, ...]`` when K > 1)."""
+    it, or ``[N, 2, 2]`` with ``Phi_ii`` when ``i == j`` (``[N, K, ...]`` when K > 1); for a model
+    whose splits read several columns at once (CTRs over combinations), the pair's diagonal holds
+    the main effects of the combinations that read both columns, as CatBoost computes them
+    (:func:`_pair_of_classes`)."""
     pair = None
     if interaction_indices is not None:
         if isinstance(interaction_indices, (str, bytes)) or not hasattr(interaction_indices, "__len__") \
@@ -172,19 +216,22 @@ def shap_interaction_rows(ens: Any, data: Any, interaction_indices: Any) -> np.n
             raise ValueError(f"{FN_NAME}: interaction_indices must be two feature indices or names; "
                              f"got {interaction_indices!r}")
         pair = [_feature_index(ens, v) for v in interaction_indices]
-    values = np.asarray(shap_interaction_values(ens, data), np.float64)
-    if values.ndim == 3:
-        values = values[..., None]
-    values = np.transpose(values, (0, 3, 1, 2))  # [N, K, F, F]
+    if pair is not None and ens.players is not None:
+        values = _pair_of_classes(ens, data, *pair)  # [N, K, 2, 2] or [N, K, 1, 1]
+    else:
+        values = np.asarray(shap_interaction_values(ens, data), np.float64)
+        if values.ndim == 3:
+            values = values[..., None]
+        values = np.transpose(values, (0, 3, 1, 2))  # [N, K, F, F]
+        if pair is not None:
+            i, j = pair
+            if i == j:
+                values = values[:, :, [i]][:, :, :, [i]]
+            else:  # one column per player: no class holds both columns, the diagonal is 0
+                phi = values[:, :, i, j]
+                values = np.zeros(values.shape[:2] + (2, 2))
+                values[:, :, 0, 1] = values[:, :, 1, 0] = phi
     n, k = values.shape[:2]
-    if pair is not None:
-        i, j = pair
-        if i == j:
-            values = values[:, :, [i]][:, :, :, [i]]
-        else:
-            phi = values[:, :, i, j]
-            values = np.zeros((n, k, 2, 2))
-            values[:, :, 0, 1] = values[:, :, 1, 0] = phi
     size = values.shape[-1]
     out = np.zeros((n, k, size + 1, size + 1))
     out[:, :, :size, :size] = values

@@ -1,12 +1,16 @@
 """Import CatBoost oblivious ensembles into :class:`ObliviousEnsemble`.
 
-The model is read from CatBoost's JSON export (``save_model(..., format="json")``), whose
-``oblivious_trees[t]`` hold ``splits`` (depth ``d`` = bit ``d`` of the leaf index),
-``leaf_values`` (leaf-major, ``L * K`` numbers) and ``leaf_weights`` (``L``), and whose
-``features_info`` holds each float feature's borders and NaN treatment, the categorical
-features' one-hot values and the CTRs (with their tables in ``ctr_data``). A split names its
-binary feature by ``split_index``: the float features' borders, then the one-hot values, then
-the CTRs' borders, in that order (``jaximp._models.featurizer`` evaluates the last two).
+The model is read as CatBoost's JSON export (``save_model(..., format="json")``) lays it out:
+from a ``.json`` file, or from a ``.cbm`` file or a model object through jaximp's own ``.cbm``
+reader (:mod:`jaximp._importers.cbm`). ``oblivious_trees[t]`` hold ``splits`` (depth ``d`` = bit
+``d`` of the leaf index; ``null`` for a tree without splits, a constant that adds its one leaf
+value to every row), ``leaf_values`` (leaf-major, ``L * K`` numbers) and ``leaf_weights``
+(``L``), and ``features_info`` holds each float feature's borders and NaN treatment, the
+categorical features' one-hot values and the CTRs (with their tables in ``ctr_data``). A split
+names its binary feature by ``split_index``: the float features' borders, then the one-hot
+values, then the CTRs' borders, in that order (``jaximp._models.featurizer`` evaluates the last
+two). Every size is checked against the content before the dense arrays are allocated, and a
+layout over ``DENSE_BUDGET`` is refused with the size it would need.
 """
 
 from __future__ import annotations
@@ -17,16 +21,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaximp._importers.catboost_json import (
+    check_dense_size,
     check_supported,
     ensemble_fields,
+    finite_float32,
     load_json,
     model_features,
-    multi_target_ctrs,
     reporting_corrupt_models,
+    tree_splits,
 )
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble
+
+_MAX_DEPTH = 30  # 2**30 leaves a tree: deeper is a damaged file (CatBoost trains at most 16 levels)
 
 
 def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
@@ -34,8 +42,12 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
     :class:`TreeEnsemble` from a non-symmetric one (``grow_policy="Depthwise"``/``"Lossguide"``).
 
     Categorical features (one-hot and CTR splits, CTRs over combinations of columns) are
-    supported: the ensemble then takes their raw values (strings or integers) and evaluates
-    each split as CatBoost does, with the model's hashing and CTR tables.
+    supported: the ensemble then takes their raw values (strings or integers), or a
+    ``catboost.Pool``, and evaluates each split as CatBoost does, with the model's hashing and CTR
+    tables. A ``.cbm`` file is read by jaximp itself (CatBoost need not be installed) with
+    everything the model holds: a model object is saved to a temporary ``.cbm`` and read the same
+    way. A JSON export loses the per-target CTR tables of multi-target models (refused: read the
+    ``.cbm``). Trees without splits (``"splits": null`` in the export) add their one leaf value.
 
     Args:
         model_or_path: a fitted ``catboost.CatBoost`` / ``CatBoostRegressor`` /
@@ -53,8 +65,12 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
-        ValueError: the file is missing, unreadable or corrupt, the model is not fitted or has
-            no trees, or it uses what jaximp does not support (text or embedding features).
+        ValueError: the file is missing, unreadable or corrupt (truncated, damaged, not a
+            CatBoost model, sizes or indices it declares but does not hold, values of the wrong
+            type), its dense layout would exceed the memory budget (the size it needs is named),
+            the model is not fitted or has no trees, it is a multi-target model with CTRs read
+            from a JSON export, or it uses what jaximp does not support (text or embedding
+            features).
 
     Example:
         >>> model = catboost.CatBoostRegressor(iterations=20, depth=4, verbose=0,
@@ -76,20 +92,13 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
 def ensemble_from_json(model_json: dict, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
     """Build the ensemble from a parsed CatBoost JSON model (see the module docstring): an
     :class:`ObliviousEnsemble`, or a :class:`TreeEnsemble` for non-symmetric trees."""
-    if isinstance(model_json, dict) and "trees" in model_json and "oblivious_trees" not in model_json:
-        return tree_ensemble_from_json(model_json, loss_function=loss_function)
-    check_supported(model_json)
-    if multi_target_ctrs(model_json):
-        raise ValueError(
-            "from_catboost: this multi-target model has CTR features, whose tables CatBoost's JSON "
-            "export does not keep per target (the reloaded export predicts differently from the "
-            "model); jaximp reads models through that export, so it cannot explain this one exactly: "
-            "retrain with one_hot_max_size above the categorical cardinalities (one-hot splits only)"
-        )
-    if not model_json.get("oblivious_trees"):
-        raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
-                         "there is nothing to explain")
     with reporting_corrupt_models():
+        if isinstance(model_json, dict) and "trees" in model_json and "oblivious_trees" not in model_json:
+            return tree_ensemble_from_json(model_json, loss_function=loss_function)
+        check_supported(model_json)
+        if not model_json.get("oblivious_trees"):
+            raise ValueError("from_catboost: the model has no trees (e.g. after model.shrink(0, 0)); "
+                             "there is nothing to explain")
         return _build(model_json, loss_function)
 
 
@@ -98,17 +107,30 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
     splits = features.splits
     n_evaluated = len(splits.borders)
     n_borders = max([1] + [len(b) for b in splits.borders])
-    borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
-    for f, b in enumerate(splits.borders):
-        borders_table[f, : len(b)] = b
-
     fields = ensemble_fields(model_json, features, loss_function)
     n_outputs = fields.n_outputs
 
     trees = model_json["oblivious_trees"]
-    depth = max(len(t["splits"]) for t in trees)
-    if len(trees) << depth >= 1 << 31:
-        raise ValueError(f"{len(trees)} trees of depth {depth} have more than 2**31 leaves in all")
+    if not isinstance(trees, list):
+        raise ValueError("oblivious_trees is not a list")
+    tree_split_lists = [tree_splits(tree, t) for t, tree in enumerate(trees)]
+    depth = max(len(own) for own in tree_split_lists)
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"from_catboost: a tree has {depth} splits, 2**{depth} leaves (CatBoost's "
+                         "oblivious trees have at most 16 levels): the file is damaged")
+    for t, (tree, own) in enumerate(zip(trees, tree_split_lists)):  # before any allocation
+        values, weights = tree["leaf_values"], tree.get("leaf_weights")
+        if not isinstance(values, list) or len(values) != n_outputs << len(own):
+            raise ValueError(f"tree {t} has {len(values) if isinstance(values, list) else 'no list of'} leaf "
+                             f"values; its {len(own)} splits and {n_outputs} outputs need {n_outputs << len(own)}")
+        if weights is not None and (not isinstance(weights, list) or len(weights) != 1 << len(own)):
+            raise ValueError(f"tree {t}'s leaf_weights are not a list of {1 << len(own)} numbers")
+    check_dense_size(len(trees) * (1 << depth) * (n_outputs + 1) * 4 + n_evaluated * n_borders * 4,
+                     f"{len(trees)} trees padded to depth {depth} with {n_outputs} outputs")
+    borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
+    for f, b in enumerate(splits.borders):
+        borders_table[f, : len(b)] = b
+
     n_leaves = 1 << depth
     shape = (len(trees), depth)
     split_features = np.zeros(shape, np.int32)
@@ -118,18 +140,18 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
     leaf_values = np.zeros((len(trees), n_leaves, n_outputs), np.float32)
     leaf_weights = np.zeros((len(trees), n_leaves), np.float32)
     weights_known = all("leaf_weights" in tree for tree in trees)
-    for t, tree in enumerate(trees):
-        d = len(tree["splits"])
-        for level, split in enumerate(tree["splits"]):
+    for t, (tree, own) in enumerate(zip(trees, tree_split_lists)):
+        d = len(own)
+        for level, split in enumerate(own):
             feature, j = splits.locate(split, t)
             split_features[t, level] = feature
             split_bins[t, level] = j
             split_borders[t, level] = borders_table[feature, j]
         split_mask[t, :d] = True
-        values = np.asarray(tree["leaf_values"], np.float64).reshape(1 << d, n_outputs)
-        leaf_values[t, : 1 << d] = values
+        leaf_values[t, : 1 << d] = finite_float32(tree["leaf_values"], f"the leaf values of tree {t}").reshape(
+            1 << d, n_outputs)
         if weights_known:
-            leaf_weights[t, : 1 << d] = np.asarray(tree["leaf_weights"])
+            leaf_weights[t, : 1 << d] = finite_float32(tree["leaf_weights"], f"the leaf weights of tree {t}")
     return ObliviousEnsemble(
         split_features=jnp.asarray(split_features),
         split_borders=jnp.asarray(split_borders),

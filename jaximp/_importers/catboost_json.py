@@ -12,13 +12,15 @@ import contextlib
 import dataclasses
 import json
 import os
+import struct
 import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from jaximp._importers.catboost_ctrs import featurizer_from_json
+from jaximp._importers.catboost_ctrs import featurizer_from_json, integer, number, numbers, sorted_borders
+from jaximp._importers.cbm import SIGNATURE, read_cbm
 from jaximp._importers.padded import ModelFields
 from jaximp._models.featurizer import Featurizer
 
@@ -26,25 +28,27 @@ _NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
 
 
 def load_json(model_or_path: Any) -> dict:
-    """The parsed JSON export of a CatBoost model, a ``.cbm`` file or a ``.json`` file.
+    """The model as CatBoost's JSON export lays it out, from a CatBoost model, a ``.json`` file (its
+    export) or a ``.cbm`` file (read without CatBoost, :mod:`jaximp._importers.cbm`; a model
+    object is saved to a temporary ``.cbm`` and read the same way, so nothing its JSON export
+    loses is lost: per-target CTR tables, exact mean-value CTRs).
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
-        ValueError: a missing or unreadable file, or an unfitted model.
+        ValueError: a missing, unreadable or corrupt file, or an unfitted model.
     """
     if isinstance(model_or_path, (str, os.PathLike)):
         path = os.fspath(model_or_path)
         if not os.path.isfile(path):
             raise ValueError(f"from_catboost: model_or_path must be an existing file; got {path!r}")
-        if path.lower().endswith(".json"):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    return json.load(f)
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ValueError(
-                    f"from_catboost: {path!r} is not a readable CatBoost JSON model ({e})"
-                ) from e
-        return json_of_model(_load_cbm(path))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ValueError(f"from_catboost: cannot read {path!r} ({e})") from e
+        if path.lower().endswith(".json") or (data[:1] == b"{" and data[:4] != SIGNATURE):
+            return _parse_json(data, path)
+        return _parse_cbm(data, path)
     try:
         import catboost
     except ImportError:  # pragma: no cover - catboost is a core dependency
@@ -52,47 +56,46 @@ def load_json(model_or_path: Any) -> dict:
     if catboost is not None and isinstance(model_or_path, catboost.CatBoost):
         if not model_or_path.is_fitted():
             raise ValueError("from_catboost: model_or_path must be a fitted CatBoost model")
-        return json_of_model(model_or_path)
+        return _parse_cbm(_cbm_bytes(model_or_path), "the model")
     raise TypeError(
         "from_catboost: model_or_path must be a CatBoost model or a path to a .cbm or .json "
         f"file; got {type(model_or_path).__name__}"
     )
 
 
-def _load_cbm(path: str):
-    """The CatBoost model of a ``.cbm`` file (a ``ValueError`` when unreadable)."""
-    import catboost
-
-    model = catboost.CatBoost()
+def _parse_json(data: bytes, path: str) -> dict:
+    """A JSON model file's dict, or a ``ValueError`` naming the file."""
     try:
-        model.load_model(path, format="cbm")
-    except catboost.CatBoostError as e:
-        raise ValueError(f"from_catboost: {path!r} is not a readable CatBoost model ({e})") from e
-    return model
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"from_catboost: {path!r} is not a readable CatBoost JSON model ({e})") from e
+    except RecursionError as e:
+        raise ValueError(f"from_catboost: {path!r} nests its JSON deeper than Python's reader allows; "
+                         "a CatBoost model nests a few dozen levels: the file is damaged") from e
 
 
-def json_of_model(model) -> dict:
-    """The parsed JSON export (``save_model(path, format="json")``) of a fitted CatBoost model.
+def _parse_cbm(data: bytes, what: str) -> dict:
+    """A ``.cbm`` model's dict, or a ``ValueError`` naming the file."""
+    name = what if what == "the model" else repr(what)
+    try:
+        return read_cbm(data)
+    except (ValueError, struct.error, OverflowError, MemoryError) as e:
+        damaged = "" if data[:4] != SIGNATURE else "a damaged .cbm file, "
+        raise ValueError(f"from_catboost: {name} is not a readable CatBoost model ({damaged}{e})") from e
 
-    Raises:
-        ValueError: the model uses text or embedding features (CatBoost exports them only as
-            ``.cbm``) or cannot be exported.
-    """
+
+def _cbm_bytes(model) -> bytes:
+    """The bytes of ``model.save_model(path)`` (CatBoost's ``.cbm`` format)."""
     import catboost
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.json")
+        path = os.path.join(tmp, "model.cbm")
         try:
-            model.save_model(path, format="json")
+            model.save_model(path)
         except catboost.CatBoostError as e:
-            for kind in ("text", "embedding"):
-                if f"{kind} features" in str(e):  # CatBoost exports such models only as .cbm
-                    raise ValueError(f"from_catboost: this model uses {kind} features, which jaximp "
-                                     "does not support; retrain without them to explain the model "
-                                     "with jaximp") from e
-            raise ValueError(f"from_catboost: cannot export the model as JSON ({e})") from e
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            raise ValueError(f"from_catboost: cannot save the model ({e})") from e
+        with open(path, "rb") as f:
+            return f.read()
 
 
 def check_supported(model_json: dict) -> None:
@@ -101,36 +104,101 @@ def check_supported(model_json: dict) -> None:
 
     Raises:
         ValueError: not a CatBoost JSON model, or one with text or embedding features or an
-            unknown split type.
+            unknown split type, or a multi-target model with CTRs read from a JSON export.
     """
-    if not isinstance(model_json, dict) or "features_info" not in model_json:
-        raise ValueError("from_catboost: the model file is not a CatBoost JSON model")
+    if not isinstance(model_json, dict) or not isinstance(model_json.get("features_info"), dict):
+        raise ValueError("from_catboost: the model file is not a CatBoost JSON model (it has no "
+                         "features_info object)")
     info = model_json["features_info"]
     found = [
         name
         for key, name in (("text_features", "text features"), ("embedding_features", "embedding features"))
         if info.get(key)
     ]
-    split_types = {
-        split.get("split_type", "FloatFeature")
-        for tree in model_json.get("oblivious_trees") or []
-        for split in tree.get("splits", [])
-    }
-    found += sorted(f"{t} splits" for t in split_types - set(_SPLIT_TYPES))
+    trees = model_json.get("oblivious_trees") or []
+    split_types = {split.get("split_type", "FloatFeature") if isinstance(split, dict) else None
+                   for t, tree in enumerate(trees if isinstance(trees, list) else []) for split in tree_splits(tree, t)}
+    found += sorted(f"{t} splits" for t in split_types - set(_SPLIT_TYPES) - {None})
     if found:
         raise ValueError("from_catboost: this model uses " + ", ".join(found)
                          + ", which jaximp does not support; retrain without them to explain the "
                          "model with jaximp")
+    if multi_target_ctrs(model_json):
+        raise ValueError(
+            "from_catboost: this multi-target model has CTR features, whose tables CatBoost's JSON "
+            "export does not keep per target (the reloaded export predicts differently from the "
+            "model): read the model from its .cbm file (model.save_model(path), then "
+            "jaximp.from_catboost(path)) or pass the model object"
+        )
+
+
+def tree_splits(tree: Any, index: int) -> list:
+    """The ``splits`` of an oblivious JSON tree: ``[]`` for a tree without splits (the export
+    writes ``null``: such a tree adds its one leaf value).
+
+    Raises:
+        ValueError: the tree is not an object, or its splits are not a list.
+    """
+    if not isinstance(tree, dict):
+        raise ValueError(f"from_catboost: the CatBoost model is corrupt (tree {index} is not an object)")
+    splits = tree.get("splits")
+    if splits is None:
+        return []
+    if not isinstance(splits, list):
+        raise ValueError(f"from_catboost: the CatBoost model is corrupt (the splits of tree {index} are "
+                         f"not a list: {type(splits).__name__})")
+    return splits
 
 
 @contextlib.contextmanager
 def reporting_corrupt_models() -> Iterator[None]:
-    """Turn what reading a malformed model meets (a missing key, a wrong type or length) into
-    ``ValueError("from_catboost: the CatBoost JSON model is corrupt (...)")``."""
+    """Turn what reading a malformed model meets (a missing key, a wrong type or length, an index
+    out of range, a number too large) into ``ValueError("from_catboost: the CatBoost model is
+    corrupt (...)")``; errors that name ``from_catboost`` already pass unchanged."""
     try:
         yield
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise ValueError(f"from_catboost: the CatBoost JSON model is corrupt ({e!r})") from e
+    except ValueError as e:
+        if str(e).startswith("from_catboost:"):
+            raise
+        raise ValueError(f"from_catboost: the CatBoost model is corrupt ({e})") from e
+    except (KeyError, IndexError, TypeError, AttributeError, OverflowError, ZeroDivisionError) as e:
+        raise ValueError(f"from_catboost: the CatBoost model is corrupt ({type(e).__name__}: {e})") from e
+
+
+DENSE_BUDGET = 2 << 30  # bytes the dense layout of one imported model may take
+
+
+def check_dense_size(n_bytes: int, what: str) -> None:
+    """Refuse a model whose dense layout (padded trees, border tables) would take more than
+    :data:`DENSE_BUDGET`, with the size it would need, before anything of that size is allocated.
+
+    Raises:
+        ValueError: ``n_bytes`` is over the budget.
+    """
+    if n_bytes > DENSE_BUDGET:
+        raise ValueError(f"from_catboost: {what} would take {_size(n_bytes)} in jaximp's dense layout, more "
+                         f"than its budget of {_size(DENSE_BUDGET)}; such a model cannot be explained by "
+                         "jaximp (a damaged file can declare it too)")
+
+
+def _size(n_bytes: int) -> str:
+    """``n_bytes`` for people: "3.0 GiB", "12.5 MiB", "512 bytes"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if n_bytes >= 1 << shift:
+            return f"{n_bytes / (1 << shift):.1f} {unit}"
+    return f"{n_bytes} bytes"
+
+
+def finite_float32(values: Any, what: str) -> np.ndarray:
+    """``f32[n]`` of a list of numbers, or a ``ValueError`` naming ``what`` when one is not finite
+    in float32 (a leaf value beyond float32's range would silently become infinite)."""
+    array = numbers(values, what)
+    with np.errstate(over="ignore"):
+        out = array.astype(np.float32)
+    if not np.isfinite(out).all():
+        raise ValueError(f"from_catboost: {what} hold {array[~np.isfinite(out)][0]!r}, which float32 (jaximp's "
+                         "precision) cannot hold; the model cannot be explained in float32")
+    return out
 
 
 _SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
@@ -138,10 +206,12 @@ _MULTI_TARGET_LOSSES = ("MultiRMSE", "MultiLogloss", "MultiCrossEntropy", "Multi
 
 
 def multi_target_ctrs(model_json: dict) -> bool:
-    """A multi-target regression or multi-label model with CTRs: CatBoost keeps a CTR table per
-    target, but its JSON export writes one per CTR identifier."""
+    """A multi-target regression or multi-label model with CTRs read from a JSON export: CatBoost
+    keeps a CTR table per target, but its JSON export writes one per CTR identifier (a ``.cbm``
+    file keeps them all: its CTRs name their table)."""
     loss = loss_function_of(model_json.get("model_info", {}))
-    return loss in _MULTI_TARGET_LOSSES and bool(model_json.get("features_info", {}).get("ctrs"))
+    ctrs = model_json["features_info"].get("ctrs") or []
+    return loss in _MULTI_TARGET_LOSSES and any(not isinstance(c, dict) or "table" not in c for c in ctrs)
 
 
 class _Splits:
@@ -149,24 +219,31 @@ class _Splits:
     border index): float features' borders, then one-hot values, then CTRs' borders."""
 
     def __init__(self, float_features: list[dict], featurizer: Featurizer | None, ctrs: list[dict]):
-        self.borders = [np.asarray(f.get("borders", []), np.float32) for f in float_features]
-        n_float = len(float_features)
+        if featurizer is not None:
+            self.borders = list(featurizer.float_borders)
+        else:
+            self.borders = [sorted_borders(f.get("borders", []), f"the borders of float feature {i}")
+                            for i, f in enumerate(float_features)]
+        self.n_float = n_float = len(float_features)
         self.table = [(f, j) for f, b in enumerate(self.borders) for j in range(len(b))]
         self.categorical = featurizer is not None
+        self.first_ctr = n_float
         if featurizer is not None:
             self.one_hot = {key: n_float + i for i, key in enumerate(featurizer.one_hot)}
             self.table += [(n_float + i, 0) for i in range(len(featurizer.one_hot))]
             self.borders += [np.asarray([0.5], np.float32)] * len(featurizer.one_hot)
-            start = n_float + len(featurizer.one_hot)
-            self.table += [(start + k, j) for k, c in enumerate(ctrs) for j in range(len(c["borders"]))]
-            self.borders += [np.asarray(c["borders"], np.float32) for c in ctrs]
+            self.first_ctr = start = n_float + len(featurizer.one_hot)
+            self.table += [(start + k, j) for k, c in enumerate(featurizer.ctrs) for j in range(len(c.borders))]
+            self.borders += [c.borders for c in featurizer.ctrs]
 
     def locate(self, split: dict, tree: int) -> tuple[int, int]:
-        """(evaluated feature, border index) of one split.
+        """(evaluated feature, border index) of one split: its ``split_index`` (what CatBoost's
+        JSON reader reads) checked against the split's own description.
 
         Raises:
             ValueError: an unknown split type, a categorical split in a model without
-                categorical features, or a border the feature lacks.
+                categorical features, a border or value the feature lacks, or a ``split_index``
+                that names another binary feature than the split describes.
         """
         kind = split.get("split_type", "FloatFeature")
         if kind not in _SPLIT_TYPES:
@@ -174,18 +251,34 @@ class _Splits:
         if kind != "FloatFeature" and not self.categorical:
             raise ValueError(f"tree {tree} has a {kind} split, but the model has no categorical features")
         if kind == "FloatFeature":
-            feature = split["float_feature_index"]
-            border = np.float32(split["border"])
+            feature = integer(split["float_feature_index"], "float_feature_index")
+            if not 0 <= feature < self.n_float:
+                raise ValueError(f"tree {tree} splits on float feature {feature}; the model has {self.n_float}")
+            border = np.float32(number(split["border"], "a split's border"))
             j = int(np.searchsorted(self.borders[feature], border))
             if j == len(self.borders[feature]) or self.borders[feature][j] != border:
                 raise ValueError(f"tree {tree} splits on a border that feature {feature} lacks")
-            return feature, j
-        if kind == "OneHotFeature":
-            return self.one_hot[(split["cat_feature_index"], int(split["value"]))], 0
-        feature, j = self.table[split["split_index"]]
-        if self.borders[feature][j] != np.float32(split["border"]):
-            raise ValueError(f"tree {tree}: split_index {split['split_index']} does not match its border")
-        return feature, j
+            found = (feature, j)
+        elif kind == "OneHotFeature":
+            key = (integer(split["cat_feature_index"], "cat_feature_index"), integer(split["value"], "a one-hot value"))
+            if key not in self.one_hot:
+                raise ValueError(f"tree {tree} splits on one-hot value {key[1]} of categorical feature "
+                                 f"{key[0]}, which the model does not list")
+            found = (self.one_hot[key], 0)
+        else:
+            index = integer(split["split_index"], "split_index")
+            if not 0 <= index < len(self.table) or self.table[index][0] < self.first_ctr:
+                raise ValueError(f"tree {tree}: split_index {index} is not a CTR border of the model")
+            found = self.table[index]
+            if self.borders[found[0]][found[1]] != np.float32(number(split["border"], "a split's border")):
+                raise ValueError(f"tree {tree}: split_index {index} does not match its border")
+        if "split_index" not in split:
+            raise ValueError(f"tree {tree} has a split without split_index (what CatBoost's JSON reader reads)")
+        named = integer(split["split_index"], "split_index")
+        if not (0 <= named < len(self.table) and self.table[named] == found):
+            raise ValueError(f"tree {tree}: split_index {split['split_index']} names another split than "
+                             "the one described (CatBoost reads the split_index)")
+        return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,11 +314,15 @@ def model_features(model_json: dict) -> ModelFeatures:
             categorical description (see ``featurizer_from_json``).
     """
     info = model_json["features_info"]
-    float_features = sorted(info.get("float_features", []), key=lambda f: f["flat_feature_index"])
-    cat_features = sorted(info.get("categorical_features", []), key=lambda f: f["flat_feature_index"])
-    columns = sorted(float_features + cat_features, key=lambda f: f["flat_feature_index"])
-    if [f["flat_feature_index"] for f in columns] != list(range(len(columns))):
+    flat = lambda f: integer(f["flat_feature_index"], "flat_feature_index")  # noqa: E731
+    float_features = sorted(info.get("float_features", []), key=flat)
+    cat_features = sorted(info.get("categorical_features", []), key=flat)
+    columns = sorted(float_features + cat_features, key=flat)
+    if [flat(f) for f in columns] != list(range(len(columns))):
         raise ValueError("the features' flat_feature_index are not 0..F-1")
+    if [integer(f.get("feature_index", i), "feature_index") for i, f in enumerate(float_features)] \
+            != list(range(len(float_features))):
+        raise ValueError("the float features' feature_index are not 0..n-1 in flat order")
     float_modes = tuple(_NAN_MODES[f.get("nan_value_treatment", "AsIs")] for f in float_features)
     featurizer = None
     if cat_features:
@@ -233,10 +330,21 @@ def model_features(model_json: dict) -> ModelFeatures:
         featurizer = featurizer_from_json(model_json, float_features, nan_fill)
     splits = _Splits(float_features, featurizer, info.get("ctrs", []))
     nan_modes = float_modes + ("Min",) * (len(splits.borders) - len(float_features))
-    names = tuple(f.get("feature_id") or str(i) for i, f in enumerate(columns))
+    names = tuple(_name(f.get("feature_id"), i) for i, f in enumerate(columns))
+    if len(set(names)) != len(names):
+        raise ValueError("two features have the same feature_id")
     players, player_of, reads = attribution(featurizer)
     return ModelFeatures(splits=splits, featurizer=featurizer, nan_modes=nan_modes, names=names,
                          players=players, player_of=player_of, reads=reads)
+
+
+def _name(feature_id: Any, index: int) -> str:
+    """A column's name: its ``feature_id``, or its index when it has none (CatBoost's default)."""
+    if feature_id is None or feature_id == "":
+        return str(index)
+    if not isinstance(feature_id, str):
+        raise ValueError(f"a feature_id must be text; got {feature_id!r}")
+    return feature_id
 
 
 def attribution(featurizer: Featurizer | None) -> tuple[Any, Any, Any]:
@@ -266,12 +374,15 @@ def ensemble_fields(model_json: dict, features: ModelFeatures, loss_function: st
     names, NaN modes and categorical description."""
     scale, bias = model_json.get("scale_and_bias", [1.0, [0.0]])
     model_info = model_json.get("model_info", {})
+    bias = finite_float32(bias if isinstance(bias, list) else [bias], "the bias")
+    if not 1 <= len(bias) <= 1 << 16:
+        raise ValueError(f"the model's bias has {len(bias)} outputs")
     return ModelFields(
-        bias=np.atleast_1d(np.asarray(bias, np.float32)),
+        bias=bias,
         feature_names=features.names,
         nan_modes=features.nan_modes,
         loss_function=loss_function or loss_function_of(model_info),
-        scale=scale,
+        scale=float(finite_float32([number(scale, "the scale")], "the scale")[0]),
         class_names=tuple(model_info.get("class_params", {}).get("class_names", ())),
         featurizer=features.featurizer,
         players=features.players,

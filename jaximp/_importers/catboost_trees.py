@@ -31,11 +31,14 @@ import numpy as np
 
 from jaximp._importers.catboost_json import (
     ModelFeatures,
+    check_dense_size,
     check_supported,
     ensemble_fields,
+    finite_float32,
     model_features,
     reporting_corrupt_models,
 )
+from jaximp._importers.cbm import MAX_TREE_DEPTH
 from jaximp._importers.padded import ParsedTree, pad_trees
 from jaximp._models.trees import TreeEnsemble
 
@@ -56,11 +59,11 @@ def tree_ensemble_from_json(model_json: dict, *, loss_function: str | None = Non
         ValueError: not a CatBoost JSON model, no non-symmetric trees, features jaximp does not
             support (text, embedding), or a corrupt file.
     """
-    check_supported(model_json)
-    if not model_json.get("trees"):
-        raise ValueError("from_catboost: the model has no non-symmetric trees (\"trees\" is missing "
-                         "or empty); oblivious models import as ObliviousEnsemble")
     with reporting_corrupt_models():
+        check_supported(model_json)
+        if not model_json.get("trees") or not isinstance(model_json["trees"], list):
+            raise ValueError("from_catboost: the model has no non-symmetric trees (\"trees\" is missing "
+                             "or empty); oblivious models import as ObliviousEnsemble")
         return _build(model_json, loss_function)
 
 
@@ -88,6 +91,11 @@ def _parse_tree(root: dict, features: ModelFeatures, index: int, n_outputs: int)
     node_features, borders, children, values, weights = [], [], [], [], []
     tree_root, depth = 0, 0
     for node, parent, side, level in preorder(root):
+        if level > MAX_TREE_DEPTH:
+            raise ValueError(f"from_catboost: tree {index} is deeper than {MAX_TREE_DEPTH} levels (CatBoost "
+                             "trains at most 16): the file is damaged")
+        if not isinstance(node, dict):
+            raise ValueError(f"a node of tree {index} is not an object")
         if "split" in node:
             feature, j = features.splits.locate(node["split"], index)
             node_features.append(feature)
@@ -96,7 +104,11 @@ def _parse_tree(root: dict, features: ModelFeatures, index: int, n_outputs: int)
             children.append([0, 0])
             pointer = len(node_features) - 1
         else:
-            values.append(node["value"])
+            value = node["value"]
+            values.append(value if isinstance(value, list) else [value])
+            if len(values[-1]) != n_outputs:
+                raise ValueError(f"a leaf of tree {index} has {len(values[-1])} values; the model has "
+                                 f"{n_outputs} outputs")
             weights.append(node.get("weight"))
             depth = max(depth, level)
             pointer = ~(len(values) - 1)
@@ -110,9 +122,10 @@ def _parse_tree(root: dict, features: ModelFeatures, index: int, n_outputs: int)
         node_borders=np.asarray(borders, np.float32),
         node_nan_right=np.asarray([goes_right[f] for f in node_features], bool),
         node_children=np.asarray(children, np.int32).reshape(-1, 2),
-        leaf_values=np.asarray(values, np.float64).reshape(len(values), n_outputs),
+        leaf_values=finite_float32([v for leaf in values for v in leaf], f"the leaf values of tree {index}").reshape(
+            len(values), n_outputs),
         depth=depth,
-        leaf_weights=None if None in weights else np.asarray(weights, np.float32),
+        leaf_weights=None if None in weights else finite_float32(weights, f"the leaf weights of tree {index}"),
     )
 
 
@@ -120,4 +133,7 @@ def _build(model_json: dict, loss_function: str | None) -> TreeEnsemble:
     described = model_features(model_json)
     fields = ensemble_fields(model_json, described, loss_function)
     trees = [_parse_tree(tree, described, t, fields.n_outputs) for t, tree in enumerate(model_json["trees"])]
+    n_leaves = max(len(tree.leaf_values) for tree in trees)
+    check_dense_size(len(trees) * n_leaves * (4 * fields.n_outputs + 28),
+                     f"{len(trees)} trees padded to {n_leaves} leaves with {fields.n_outputs} outputs")
     return pad_trees(trees, fields, fn_name="from_catboost")

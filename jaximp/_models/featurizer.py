@@ -24,7 +24,8 @@ above ``target_border_idx`` / all), ``Buckets`` (the class ``target_border_idx``
 ``Counter`` and ``FeatureFreq`` (the key's count / the table's ``counter_denominator``),
 ``BinarizedTargetMeanValue`` and ``FloatTargetMeanValue`` (target sum / count). A key missing
 from the model's table (a category never seen in training) gives the CTR of zero counts,
-``(prior_numerator / prior_denominator + shift) * scale``, exactly as in CatBoost.
+``(prior_numerator / prior_denominator + shift) * scale`` (for ``Counter``, a count of 0 over the
+table's denominator), exactly as in CatBoost.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Ctr:
         counts: ``[n_keys, n_numbers]`` the table's numbers per key (class counts, a count, or
             sum/count).
         counter_denominator: Counter's denominator.
+        target_classifier: the target the CTR's table counts (CatBoost's
+            ``TargetBorderClassifierIdx``: one per target of a multi-target model; 0 when the
+            model file does not say, as CatBoost's JSON export).
     """
 
     ctr_type: str
@@ -70,6 +74,7 @@ class Ctr:
     keys: np.ndarray
     counts: np.ndarray
     counter_denominator: float
+    target_classifier: int = 0
 
     def values(self, key: np.ndarray) -> np.ndarray:
         """``f32[n]`` the CTR of rows with projection hashes ``key: u64[n]``."""
@@ -85,10 +90,14 @@ class Ctr:
         elif self.ctr_type == "Buckets":
             good = counts[:, self.target_border_idx].astype(f32)
             total = counts.sum(axis=1).astype(f32)
+        elif counts.shape[1] == 2:  # Borders of two classes: the second is "good", whatever the border
+            good = counts[:, 1].astype(f32)
+            total = counts.sum(axis=1).astype(f32)
         else:  # Borders: the classes above the target border are "good"
             good = counts[:, self.target_border_idx + 1:].sum(axis=1).astype(f32)
             total = counts.sum(axis=1).astype(f32)
-        total = np.where(found, total, f32(0))
+        if self.ctr_type not in _COUNT_TYPES:  # an unseen key's count is 0 of the table's denominator
+            total = np.where(found, total, f32(0))
         good = np.where(found, good, f32(0))
         ctr = (good + f32(self.prior_num)) / (total + f32(self.prior_denom))
         return ((ctr + f32(self.shift)) * f32(self.scale)).astype(f32)

@@ -19,13 +19,15 @@ from jaximp._rows.codes import encode_rows, needs_codes
 from jaximp._rows.featurize import featurize_columns
 from jaximp._rows.frames import EvaluatedRows, check_shape, frame_columns, frame_positions, is_pool
 from jaximp._rows.hashing import hash_column
+from jaximp._rows.pools import pool_rows
 
 
 def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarray | jax.Array:
     """``f32[N, F]`` rows of ``X`` in the model's column order.
 
     Args:
-        X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or numeric ``catboost.Pool``.
+        X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or ``catboost.Pool`` (one
+            with categorical features read by CatBoost, ``jaximp._rows.pools``).
         ens: the model, whose ``n_features`` and ``feature_names`` the columns must match.
         fn_name: the public function, for error messages.
         arg: the argument's name, for error messages.
@@ -44,6 +46,8 @@ def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarr
     if ens.featurizer is not None:
         if isinstance(X, EvaluatedRows):  # checked and featurized already
             return X
+        if is_pool(X):  # its raw values stay inside CatBoost: read through a probe
+            return pool_rows(X, ens, fn_name, arg)
         return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
     codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
     if codes is not None and needs_codes(X, codes):
@@ -100,7 +104,9 @@ def as_raw_columns(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> RawCo
     Categorical columns take raw values as CatBoost does: strings, integers or booleans (a
     pandas ``category`` column of those too); floats and missing values are refused, as
     CatBoost refuses them. A ``catboost.Pool`` with categorical features keeps its raw values
-    to itself, so it is refused with a pointer to the data it was built from.
+    to itself (:func:`as_features` reads its evaluated features through CatBoost), so what needs
+    the raw columns (permuting them, displaying them) refuses it with a pointer to the data it
+    was built from.
 
     Raises:
         TypeError: an unsupported type, a non-numeric float column, or a categorical column
