@@ -298,6 +298,7 @@ CASES = {  # name: (model, change of the document, words the refusal names)
     "leaf-overflow": ("numeric", lambda d: _leaf(d, 1e39), ["leaf value", "float32"]),
     "leaf-nan": ("numeric", lambda d: _leaf(d, float("nan")), ["leaf value", "float32"]),
     "condition-nan": ("numeric", _set("T/split_conditions/0", float("nan")), ["node 0"]),
+    "condition-below-float32": ("numeric", _set("T/split_conditions/0", -1e39), ["node 0"]),
     "cover-inf": ("numeric", _set("T/sum_hessian/0", float("inf")), ["cover"]),
     "tree_info": ("numeric", _set("learner/gradient_booster/model/tree_info/0", 7), ["tree_info"]),
     "iteration_indptr": ("numeric", _set("learner/gradient_booster/model/iteration_indptr/3", 1 << 40),

@@ -37,8 +37,10 @@ class ParsedTree:
         node_borders: ``f32[n_nodes]`` a row goes right when ``x > border``.
         node_nan_right: ``bool[n_nodes]`` a NaN goes right.
         node_children: ``int[n_nodes, 2]`` left and right child pointers.
-        leaf_values: ``float[n_leaves, K]``, or ``float[n_leaves]`` for a tree that adds to one
-            output only (``output``); cast to float32 when padded.
+        leaf_values: ``float[n_leaves, K]`` for a tree that adds to every output (XGBoost's
+            vector leaves, CatBoost's multi-output trees; ``float[n_leaves]`` when K is 1), or
+            ``float[n_leaves]`` for a tree that adds to one output only (``output``); cast to
+            float32 when padded, a value float32 cannot hold refused.
         depth: the longest root-to-leaf path.
         output: the one output the tree adds to, or None: all K.
         leaf_weights: ``f32[n_leaves]`` each leaf's cover, or None when the model file has none.

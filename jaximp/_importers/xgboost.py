@@ -362,23 +362,28 @@ def _build(model_json: dict, booster: dict, class_names: tuple, iteration_range:
         trees.append(parse_tree(all_trees[t], context, category_bytes))
         category_bytes += sum(len(mask) for mask in trees[-1].right_categories)
 
+    loss = _LOSSES.get(objective, "")
+    if n_outputs > 1 and loss != "MultiClass":
+        loss = "MultiRMSE" if objective == "reg:squarederror" else ""
+    if loss == "MultiClass" and len(class_names) not in (0, n_outputs):
+        class_names = ()
+    fields = ModelFields(bias=_bias(param, objective, n_outputs), feature_names=_feature_names(learner, n_features),
+                         nan_modes=("AsIs",) * n_features, loss_function=loss, class_names=class_names,
+                         missing_value=missing)
+    types = learner.get("feature_types") or []
+    codes = _category_codes(model, list(types) if isinstance(types, list) else [], n_features)
+    return pad_trees(trees, fields, fn_name=FN, category_codes=codes)
+
+
+def _bias(param: dict, objective: str, n_outputs: int) -> np.ndarray:
+    """``f32[K]`` the margin of ``base_score`` (one value, or one per output)."""
     base = _numbers(param.get("base_score", "0.5"), "base_score")
     if base.size not in (1, n_outputs):
         raise corrupt(f"base_score must hold 1 or {n_outputs} values; got {base.size}")
     bias = np.broadcast_to(_margin(base, objective), (n_outputs,))
     if not np.all(np.isfinite(bias) & (np.abs(bias) <= np.finfo(np.float32).max)):
         raise corrupt(f"base_score {base.tolist()} has no finite float32 margin under the objective {objective!r}")
-    names = _feature_names(learner, n_features)
-    loss = _LOSSES.get(objective, "")
-    if n_outputs > 1 and loss != "MultiClass":
-        loss = "MultiRMSE" if objective == "reg:squarederror" else ""
-    if loss == "MultiClass" and len(class_names) not in (0, n_outputs):
-        class_names = ()
-    fields = ModelFields(bias=bias.astype(np.float32), feature_names=names, nan_modes=("AsIs",) * n_features,
-                         loss_function=loss, class_names=class_names, missing_value=missing)
-    types = learner.get("feature_types") or []
-    codes = _category_codes(model, list(types) if isinstance(types, list) else [], n_features)
-    return pad_trees(trees, fields, fn_name=FN, category_codes=codes)
+    return bias.astype(np.float32)
 
 
 def _by_id(trees: list) -> list:

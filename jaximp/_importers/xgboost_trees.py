@@ -177,12 +177,13 @@ def parse_tree(tree: Any, context: TreeContext, category_bytes: int = 0) -> Pars
     if vector and categorical.any():
         raise corrupt(f"tree {t} has vector leaves and categorical splits, which XGBoost does not train")
     conditions = array(tree.get("split_conditions"), f"tree {t}'s split_conditions", "float", n)
-    numeric = internal[~categorical]
-    if np.any(np.isnan(conditions[numeric]) | (conditions[numeric] == -np.inf)):
-        node = int(numeric[np.isnan(conditions[numeric]) | (conditions[numeric] == -np.inf)][0])
+    with np.errstate(over="ignore", invalid="ignore"):  # XGBoost's float32 threshold (beyond float32: inf)
+        thresholds = conditions[internal].astype(np.float32)
+    unusable = ~categorical & (np.isnan(thresholds) | (thresholds == -np.inf))  # x < c for no x
+    if unusable.any():
+        node = int(internal[unusable][0])
         raise corrupt(f"tree {t} node {node} splits at {conditions[node]!r}, which no value can be below")
-    with np.errstate(over="ignore"):  # beyond float32: inf, the same decisions as XGBoost's float32 cut
-        borders = np.nextafter(conditions[internal].astype(np.float32), np.float32(-np.inf))
+    borders = np.nextafter(thresholds, np.float32(-np.inf))
     covers, gains = _statistics(tree, n, t, vector)
     pointer = np.zeros(n, np.int64)
     pointer[internal] = np.arange(len(internal))
