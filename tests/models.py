@@ -672,6 +672,43 @@ CATBOOST_MULTI_TARGET = {
 }
 
 
+# XGBoost: missing values, vector leaves, and the models hostile files are made from ---------------
+
+
+XGBOOST_MISSING = -999.0  # the value that marks missing entries in xgboost_missing_model's rows
+
+
+@functools.cache
+def xgboost_missing_model() -> Fitted:
+    """An ``XGBRegressor(missing=-999)`` trained on rows where -999 marks 15% of the cells (its
+    ``predict`` reads them as missing, so its ensemble must too); ``X`` holds -999 and no NaN."""
+    import xgboost as xgb
+
+    X, y = make_data("regression", n=400, seed=0)
+    X[np.random.default_rng(1).random(X.shape) < 0.15] = XGBOOST_MISSING
+    model = xgb.XGBRegressor(n_estimators=8, max_depth=4, learning_rate=0.3, missing=XGBOOST_MISSING, nthread=1,
+                             random_state=0).fit(X, y)
+    return Fitted(model=model, ens=jaximp.from_xgboost(model), X=X, y=y)
+
+
+def xgboost_missing_rows() -> np.ndarray:
+    """Rows for xgboost_missing_model: training rows (with -999), then fresh ones with -999 and
+    NaN (both missing to XGBoost)."""
+    X = xgboost_missing_model().X
+    rng = np.random.default_rng(7)
+    fresh = rng.normal(size=(40, X.shape[1])).astype(np.float32)
+    fresh[rng.random(fresh.shape) < 0.15] = XGBOOST_MISSING
+    fresh[rng.random(fresh.shape) < 0.1] = np.nan
+    return np.concatenate([X[:40], fresh])
+
+
+XGBOOST_VECTOR = {  # name: (kind of data, XGBoost parameters): trees with vector leaves
+    "multiregression": ("multiregression", dict(max_depth=3)),
+    "multiclass-forest": ("multiclass", dict(objective="multi:softprob", num_class=3, num_parallel_tree=2,
+                                             subsample=0.8, max_depth=3)),
+}
+
+
 @functools.cache
 def catboost_multi_target(name: str) -> Fitted:
     """A multi-target model of CATBOOST_MULTI_TARGET with CTR features on 400 raw rows, whose JSON
@@ -705,3 +742,48 @@ def catboost_mean_ctr() -> Fitted:
     path = os.path.join(tempfile.mkdtemp(dir=_FILES), "model.cbm")
     model.save_model(path)
     return Fitted(model=model, ens=jaximp.from_catboost(path), X=frame, y=y, path=path)
+
+
+@functools.cache
+def xgboost_vector_model(name, rounds=4) -> Fitted:
+    """A Booster of XGBOOST_VECTOR with vector leaves (``multi_strategy="multi_output_tree"``):
+    every leaf holds K values, K = 2 targets or 3 classes; 5% NaN in X."""
+    import xgboost as xgb
+
+    kind, params = XGBOOST_VECTOR[name]
+    X, y = xgboost_data(kind)
+    if kind == "multiregression":
+        y = np.nan_to_num(y)  # XGBoost refuses NaN labels
+    params = dict(params, tree_method="hist", multi_strategy="multi_output_tree", eta=0.3, nthread=1, seed=0)
+    booster = xgb.train(params, xgb.DMatrix(X, y), num_boost_round=rounds)
+    return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=X, y=y)
+
+
+XGBOOST_SMALL = ("numeric", "categorical", "vector")
+
+
+@functools.cache
+def xgboost_small(name) -> Fitted:
+    """A small XGBoost Booster whose files the hostile-input tests damage: 3 rounds of depth 3
+    over numbers with NaN (``numeric``), with a categorical feature of codes 0..5 split by
+    partitions (``categorical``; ``X`` holds the codes as numbers), or 2 rounds of vector leaves
+    of 2 targets (``vector``). ``X``: 30 rows to predict."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0]) * 2 + np.sin(np.nan_to_num(X[:, 1]))
+    params = dict(max_depth=3, eta=0.5, nthread=1, seed=0)
+    if name == "categorical":
+        X = np.column_stack([X[:, :2], rng.integers(0, 6, len(X)).astype(np.float32)])
+        y = y + 2 * np.isin(X[:, 2], [1, 4])
+        data = xgb.DMatrix(X, y, feature_types=["q", "q", "c"], enable_categorical=True)
+        booster = xgb.train(dict(params, max_cat_to_onehot=1), data, num_boost_round=3)
+    elif name == "vector":
+        data = xgb.DMatrix(X, np.stack([y, np.nan_to_num(X[:, 2])], axis=1))
+        booster = xgb.train(dict(params, max_depth=2, tree_method="hist", multi_strategy="multi_output_tree"),
+                            data, num_boost_round=2)
+    else:
+        booster = xgb.train(params, xgb.DMatrix(X, y), num_boost_round=3)
+    return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=X[:30], y=y)

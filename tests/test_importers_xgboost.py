@@ -145,11 +145,6 @@ def test_refusals(tmp_path):
     linear = xgb.train(dict(booster="gblinear", nthread=1), xgb.DMatrix(X, y), num_boost_round=2)
     with pytest.raises(ValueError, match="tree booster .*gblinear"):
         jaximp.from_xgboost(linear)
-    targets = np.stack([np.nan_to_num(y), np.nan_to_num(X[:, 4])], axis=1)
-    vector = xgb.train(dict(tree_method="hist", multi_strategy="multi_output_tree", max_depth=2, nthread=1),
-                       xgb.DMatrix(X, targets), num_boost_round=2)
-    with pytest.raises(ValueError, match="vector leaves"):
-        jaximp.from_xgboost(vector)
     with pytest.raises(ValueError, match="must be a fitted XGBoost model"):
         jaximp.from_xgboost(xgb.XGBRegressor())
 

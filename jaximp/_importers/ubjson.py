@@ -11,6 +11,13 @@ Reference: the UBJSON specification (ubjson.org, Draft 12): markers ``Z`` null, 
 ``T``/``F`` booleans, ``i`` int8, ``U`` uint8, ``I`` int16, ``l`` int32, ``L`` int64, ``d``
 float32, ``D`` float64, ``H`` high-precision number (a string), ``C`` char, ``S`` string, all
 numbers big-endian.
+
+A model file is untrusted input: every count and length is checked against the bytes left
+before anything is allocated (each element of a container takes at least one byte, so a count
+larger than the bytes left is refused; typed containers of an element type without a payload,
+``Z``, ``T``, ``F``, which XGBoost never writes, are refused), nesting is limited to
+``_MAX_DEPTH`` levels, and every failure is a ``ValueError``. The result is thus never larger
+than a small multiple of the file.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ _NUMBERS = {  # marker -> big-endian NumPy dtype
 }
 _STRUCTS = {marker: struct.Struct(">" + code) for marker, code in
             zip(_NUMBERS, ("b", "B", "h", "i", "q", "f", "d"))}
-_MAX_DEPTH = 256  # nesting deeper than any model file (guards against corrupt input)
+_MAX_DEPTH = 64  # nesting deeper than any model file (XGBoost's are 6 deep): corrupt input
+_NO_PAYLOAD = (b"Z", b"T", b"F", b"N")  # element types that take no bytes after the type marker
 
 
 def loads(data: bytes) -> Any:
@@ -40,7 +48,8 @@ def loads(data: bytes) -> Any:
         arrays as NumPy arrays of their native-endian dtype.
 
     Raises:
-        ValueError: not well-formed UBJSON (unknown marker, truncated data, trailing bytes).
+        ValueError: not well-formed UBJSON (unknown marker, truncated data, a count or length
+            past the end of the data, nesting deeper than 64 levels, trailing bytes).
 
     Example:
         >>> loads(b"{i\\x01aU\\x07}")
@@ -49,7 +58,7 @@ def loads(data: bytes) -> Any:
     reader = _Reader(bytes(data))
     try:
         value = reader.value(reader.marker(), 0)
-    except (IndexError, struct.error, UnicodeDecodeError) as e:
+    except (IndexError, struct.error, UnicodeDecodeError, OverflowError, RecursionError) as e:
         raise ValueError(f"truncated or corrupt UBJSON at byte {reader.pos} ({e!r})") from e
     if reader.pos != len(reader.data):
         raise ValueError(f"trailing bytes after the UBJSON value at byte {reader.pos}")
@@ -85,6 +94,10 @@ class _Reader:
             raise ValueError(f"UBJSON length must be non-negative; got {n} at byte {self.pos}")
         return n
 
+    def left(self) -> int:
+        """The bytes not read yet."""
+        return len(self.data) - self.pos
+
     def string(self) -> str:
         return self.take(self.length()).decode("utf-8")
 
@@ -119,6 +132,8 @@ class _Reader:
         if self.peek() == b"$":  # strongly typed: one element type, then a count
             self.pos += 1
             kind = self.take(1)
+            if kind in _NO_PAYLOAD:
+                raise ValueError(f"UBJSON typed container of element type {kind!r} (no payload) at byte {self.pos - 1}")
             if self.peek() != b"#":
                 raise ValueError(f"UBJSON typed container must give a count at byte {self.pos}")
         if self.peek() == b"#":
@@ -128,6 +143,8 @@ class _Reader:
             dtype = _NUMBERS[kind]
             block = np.frombuffer(self.take(count * dtype.itemsize), dtype)
             return block.astype(dtype.newbyteorder("="))
+        if count is not None and count > self.left():  # every element takes at least one byte
+            raise ValueError(f"UBJSON container count {count} exceeds the {self.left()} bytes left at byte {self.pos}")
         end = b"}" if is_object else b"]"
         keys: list[str] = []
         items: list[Any] = []

@@ -108,6 +108,8 @@ class TreeEnsemble(Ensemble):
             trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
             ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
             GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
+        missing_value: a value of the rows that reads as missing (NaN), besides NaN itself, compared
+            in float32: XGBoost's ``missing`` (``DMatrix(X, missing=-999)``); None: NaN alone.
 
     Example:
         >>> from sklearn.tree import DecisionTreeRegressor
@@ -144,6 +146,7 @@ class TreeEnsemble(Ensemble):
     node_categorical: Array | None = None
     node_categories: Array | None = None
     category_codes: Any = dataclasses.field(default=None, metadata=dict(static=True))
+    missing_value: float | None = dataclasses.field(default=None, metadata=dict(static=True))
 
     layout = "trees"
 

@@ -23,7 +23,8 @@ from jaximp._rows.pools import pool_rows
 
 
 def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarray | jax.Array:
-    """``f32[N, F]`` rows of ``X`` in the model's column order.
+    """``f32[N, F]`` rows of ``X`` in the model's column order, NaN where a value equals the
+    model's ``missing_value`` (XGBoost's ``missing``).
 
     Args:
         X: NumPy/JAX array ``[N, F]``, pandas or polars DataFrame, or ``catboost.Pool`` (one
@@ -43,6 +44,23 @@ def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarr
         TypeError: an unsupported type or non-numeric data.
         ValueError: wrong rank, wrong column count, missing named columns, or no rows.
     """
+    rows = _as_features(X, ens, fn_name, arg)
+    missing = getattr(ens, "missing_value", None)  # a TreeEnsemble of an XGBoost model
+    return rows if missing is None else _mark_missing(rows, missing)
+
+
+def _mark_missing(rows: np.ndarray | jax.Array, missing: float) -> np.ndarray | jax.Array:
+    """``rows`` with every value equal to ``missing`` (in float32) NaN, as XGBoost's
+    ``DMatrix(X, missing=missing)`` drops them."""
+    value = np.float32(missing)
+    if isinstance(rows, jax.Array):
+        return jnp.where(rows == value, jnp.nan, rows)
+    marked = np.where(rows == value, np.float32(np.nan), rows)
+    return marked.view(type(rows)) if isinstance(rows, EvaluatedRows) else marked
+
+
+def _as_features(X: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray | jax.Array:
+    """:func:`as_features` before missing values are marked."""
     if ens.featurizer is not None:
         if isinstance(X, EvaluatedRows):  # checked and featurized already
             return X
