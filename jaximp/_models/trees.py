@@ -106,6 +106,9 @@ class TreeEnsemble(Ensemble):
             trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
             ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
             GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
+        value_thresholds: the float64 thresholds rows are compared with, as the library compares
+            them (``jaximp._models.thresholds.ValueThresholds``, LightGBM; its ``library`` names the
+            model's library); None: rows are compared with ``node_borders`` in float32.
 
     Example:
         >>> from sklearn.tree import DecisionTreeRegressor
@@ -142,6 +145,7 @@ class TreeEnsemble(Ensemble):
     node_categorical: Array | None = None
     node_categories: Array | None = None
     category_codes: Any = dataclasses.field(default=None, metadata=dict(static=True))
+    value_thresholds: Any = dataclasses.field(default=None, metadata=dict(static=True))
 
     layout = "trees"
 
