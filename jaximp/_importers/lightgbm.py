@@ -333,7 +333,8 @@ def _ensemble(header: dict[str, str], trees: list[ParsedTree], n_outputs: int, n
     n_features = len(names)
     codes = None
     if frame_categories or any(tree.right_categories for tree in trees):
-        codes = CategoryCodes("LightGBM", (None,) * n_features, frame_categories=frame_categories or ())
+        # None: trained on an array (a frame's own codes); a tuple, maybe empty: on a DataFrame
+        codes = CategoryCodes("LightGBM", (None,) * n_features, frame_categories=frame_categories)
     fields = ModelFields(
         bias=np.zeros(n_outputs),  # the initial score is in the first trees' leaves
         feature_names=names,
