@@ -70,6 +70,7 @@ from jaximp._importers.lightgbm_text import (
     TextTree,
     Unsupported,
     integer,
+    numbers,
     pandas_categorical,
     parse_model_text,
     read_tree,
@@ -198,7 +199,8 @@ def _value_thresholds(trees: list[TextTree], n_features: int) -> ValueThresholds
     for j in range(n_features):
         lo, hi = np.searchsorted(f_sorted, [j, j + 1])
         t = np.unique(t_sorted[lo:hi])
-        floor = float32_below(t)
+        with np.errstate(over="ignore"):  # thresholds past float32: borders at its largest value or -inf
+            floor = float32_below(t)
         borders = floor if zero_missing[j] else np.where(
             t >= 0.0, np.maximum(floor, _ZERO), np.minimum(floor, _BELOW_ZERO_BAND)).astype(np.float32)
         binned = bool(np.any(np.diff(borders) <= 0))
@@ -286,7 +288,7 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         ValueError: not a LightGBM model text, a corrupt one, or one jaximp does not support.
     """
     try:
-        header, blocks, trailer = parse_model_text(text)
+        header, blocks, trailer, lengths = parse_model_text(text)
     except ValueError as e:
         raise ValueError(f"{_FN}: {e}") from None
     try:
@@ -298,7 +300,11 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         names = tuple(header["feature_names"].split())
         if len(names) != n_features:
             raise ValueError(f"feature_names has {len(names)} names, not max_feature_idx + 1 = {n_features}")
-        n_outputs = _header_integer(header, "num_tree_per_iteration", _header_integer(header, "num_class", 1))
+        n_classes = _header_integer(header, "num_class", 1)
+        n_outputs = _header_integer(header, "num_tree_per_iteration", n_classes)
+        if n_classes != n_outputs:
+            raise ValueError(f"num_class ({n_classes}) differs from num_tree_per_iteration ({n_outputs}), which "
+                             "LightGBM writes equal")
         if n_outputs < 1 or not blocks or len(blocks) % n_outputs:
             raise ValueError(f"{len(blocks)} trees are not a whole number of iterations of {n_outputs} trees")
         frame_categories = pandas_categorical(trailer.get("pandas_categorical", "null"))
@@ -308,6 +314,7 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
                 trees.append(read_tree(fields, t, n_features))
             except ValueError as e:
                 raise ValueError(f"tree {t} {e}" if str(e).startswith("has no") else f"tree {t}: {e}") from None
+        _check_tree_sizes(header, lengths)  # after the trees: their own errors say more
         table = _value_thresholds(trees, n_features)
         right = right_categories(trees, _FN)
         parsed = [_parsed(tree, table, r, n_outputs) for tree, r in zip(trees, right)]
@@ -319,6 +326,17 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
             raise
         raise ValueError(f"{_FN}: the LightGBM model text is corrupt ({message})") from None
     return _ensemble(header, parsed, n_outputs, names, class_names, frame_categories, table)
+
+
+def _check_tree_sizes(header: dict[str, str], lengths: list[int]) -> None:
+    """The header's ``tree_sizes`` (when written) must be the trees' lengths: LightGBM finds each
+    tree by them, so a text whose trees grew or shrank is one LightGBM refuses (or misreads)."""
+    if "tree_sizes" not in header:
+        return
+    sizes = numbers(header, "tree_sizes", len(header["tree_sizes"].split()), np.int64)
+    if len(sizes) != len(lengths) or np.any(sizes != lengths):
+        raise ValueError(f"its header's tree_sizes ({len(sizes)} sizes) do not match its {len(lengths)} trees' "
+                         "text (LightGBM finds the trees by them and refuses such a file too)")
 
 
 def _header_integer(header: dict[str, str], key: str, default: int | None = None) -> int:

@@ -36,16 +36,19 @@ CATEGORICAL, DEFAULT_LEFT = 1, 2
 MISSING_NONE, MISSING_ZERO, MISSING_NAN = 0, 1, 2
 
 
-def parse_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], dict[str, str]]:
-    """Split a LightGBM model text into ``(header, trees, trailer)`` of ``key -> value`` strings.
+def parse_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], dict[str, str], list[int]]:
+    """Split a LightGBM model text into ``(header, trees, trailer, tree_lengths)``: ``key ->
+    value`` strings and each tree block's length in characters (from its ``Tree=`` line to the
+    next, as ``tree_sizes`` counts it).
 
-    The header and each tree block are ``key=value`` lines (a line without ``=`` is a flag, value
-    ``""``); the trailer holds the ``key:value`` lines after ``end of trees``
-    (``pandas_categorical``). Lines end at ``\\n`` (a ``\\r`` before it is dropped), as LightGBM
+    The header and each tree block are ``key=value`` lines (a header line without ``=`` is a
+    flag, value ``""``); the trailer holds the ``key:value`` lines after ``end of trees``
+    (``pandas_categorical``). Lines end at ``\n`` (a ``\r`` before it is dropped), as LightGBM
     reads them.
 
     Raises:
-        ValueError: not a LightGBM model text, or one cut short.
+        ValueError: not a LightGBM model text, one cut short, a key written twice, or a line of
+            a tree block that is no ``key=value``.
     """
     lines = text.split("\n") if isinstance(text, str) else [type(text).__name__]
     if not lines or lines[0].strip() != "tree":
@@ -54,10 +57,13 @@ def parse_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], d
     header: dict[str, str] = {}
     trees: list[dict[str, str]] = []
     trailer: dict[str, str] = {}
+    starts: list[int] = []
     block = header
     ended = False
-    for line in lines[1:]:
-        line = line.strip()
+    offset = len(lines[0]) + 1
+    for raw in lines[1:]:
+        line, at = raw.strip(), offset
+        offset += len(raw) + 1
         if ended:
             key, sep, value = line.partition(":")
             if sep and not line.startswith("["):
@@ -65,15 +71,21 @@ def parse_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], d
             continue
         if line == "end of trees":
             ended = True
+            starts.append(at)
         elif line.startswith("Tree="):
             block = {}
             trees.append(block)
+            starts.append(at)
         elif line:
-            key, _, value = line.partition("=")
+            key, sep, value = line.partition("=")
+            if key in block or (not sep and block is not header):
+                where = "the header" if block is header else f"tree {len(trees) - 1}"
+                problem = "writes {key!r} twice" if key in block else "has a line that is no key=value: {key!r}"
+                raise ValueError(f"{where} " + problem.format(key=key[:40]))
             block[key] = value
     if not ended:
         raise ValueError("the LightGBM model text is cut short (no 'end of trees' line)")
-    return header, trees, trailer
+    return header, trees, trailer, [b - a for a, b in zip(starts, starts[1:])]
 
 
 def integer(fields: dict[str, str], key: str, default: int | None = None) -> int:
@@ -106,7 +118,8 @@ def numbers(fields: dict[str, str], key: str, count: int, dtype: Any, default: A
     try:
         if integral:
             return np.fromiter(map(int, tokens), np.int64, count).astype(dtype)
-        return np.asarray(tokens, np.float64).astype(dtype)
+        with np.errstate(over="ignore"):  # a gain past float32 reads as inf, as LightGBM's float does
+            return np.asarray(tokens, np.float64).astype(dtype)
     except (ValueError, OverflowError) as e:
         raise ValueError(f"{key!r} holds a token that is not a number ({e})") from None
 
@@ -169,6 +182,8 @@ def read_tree(fields: dict[str, str], index: int, n_features: int) -> TextTree:
                           "whose leaves are linear functions of the features, which jaximp does not support "
                           "(LightGBM's own pred_contrib refuses linear trees too)")
     values = numbers(fields, "leaf_value", n, np.float64)  # num_leaves checked against the text here
+    if not np.all(np.abs(values) <= np.finfo(np.float32).max):
+        raise ValueError("a leaf_value is NaN, infinite or beyond what float32 holds (about 3.4e38)")
     m = n - 1
     counts = numbers(fields, "leaf_count", n, np.float32) if "leaf_count" in fields else None
     decision = numbers(fields, "decision_type", m, np.int64, 0)
@@ -237,8 +252,10 @@ def _bitsets(fields: dict[str, str], cat_index: np.ndarray) -> tuple[np.ndarray,
     if np.any((words < 0) | (words >= 1 << 32)):
         raise ValueError("cat_threshold holds a number that is no 32-bit word")
     words = words.astype(np.uint32)
+    if not np.all((cat_index >= 0) & (cat_index < n_cat)):  # NaN and infinities included
+        raise ValueError("a categorical split names no bitset of cat_boundaries")
     index = cat_index.astype(np.int64)
-    if np.any(index != cat_index) or np.any((index < 0) | (index >= n_cat)):
+    if np.any(index != cat_index):
         raise ValueError("a categorical split names no bitset of cat_boundaries")
     return tuple(words[bounds[i]:bounds[i + 1]] for i in index)
 
