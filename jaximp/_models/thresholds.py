@@ -76,6 +76,11 @@ class ValueThresholds:
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         return np.frombuffer(self.thresholds, np.float64), np.frombuffer(self.borders, np.float32)
 
+    @functools.cached_property
+    def scratch(self) -> dict:
+        """Tables the rows stage makes once per model (not a field: neither hashed nor compared)."""
+        return {}
+
     def column(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """``(thresholds f64[n], borders f32[n])`` of column ``j`` (read-only views)."""
         thresholds, borders = self._arrays

@@ -96,7 +96,8 @@ def _wide_columns(X: Any, ens: Any, table: ValueThresholds, fn_name: str, arg: s
                 return {}
         if not isinstance(X, np.ndarray) or X.dtype != np.float64 or X.ndim != 2:
             return {}
-        return {j: X[:, j] for j in work}
+        columns = X.T[work]  # one transposed copy: each column contiguous
+        return dict(zip(work, columns))
     positions = frame_positions(names, ens, fn_name, arg)
     pandas = type(X).__module__.startswith("pandas")
     out = {}
@@ -134,37 +135,73 @@ def _host_values(x: np.ndarray, wide: dict[int, np.ndarray], table: ValueThresho
 def column_values(table: ValueThresholds, j: int, values: np.ndarray) -> np.ndarray:
     """``f32[N]`` the values of column ``j`` (``f32[N]`` or ``f64[N]``) that its nodes' borders
     decide as the library decides ``values``: codes truncated, the zero band read as 0 or NaN,
-    bins, or float64 values clipped between their thresholds' borders."""
+    bins, or float64 values clipped between their thresholds' borders (see
+    ``jaximp._models.thresholds``)."""
     float32 = values.dtype == np.float32
     if table.categorical[j]:
         return values if float32 else np.trunc(np.clip(values, -_CODE_LIMIT, _CODE_LIMIT)).astype(np.float32)
+    if table.binned[j] or not float32:
+        return _exact(table, j, values)
+    return np.where(np.abs(values) <= table.zero_band, np.float32(np.nan), values)  # zeros missing
+
+
+def _exact(table: ValueThresholds, j: int, values: np.ndarray) -> np.ndarray:
+    """``f32[n]`` the decided values of ``values`` (any float dtype): bins, or for a column in
+    value mode the float32 value of each, clipped between the borders of the thresholds around it
+    where rounding could cross one.
+
+    Rounding ``x`` to the nearest float32 ``y`` moves it less than a float32 step, so it crosses a
+    threshold only when a border lies within one step of ``y``: the float32 values next to the
+    borders, the zero band's edges and the infinities (``y`` past float32) are marked in a small
+    hashed table (false marks cost a search, never a wrong value), and only the values whose ``y``
+    is marked are searched among the thresholds and clipped.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # past float32: infinities, clipped where needed
+        return _exact_values(table, j, values)
+
+
+def _exact_values(table: ValueThresholds, j: int, values: np.ndarray) -> np.ndarray:
     thresholds, borders = table.column(j)
-    band = np.abs(values) <= table.zero_band
-    if table.zero_missing[j]:
-        values = np.where(band, np.nan, values)
-    elif not float32 or table.binned[j]:
-        values = np.where(band, 0.0, values)
     if table.binned[j]:
-        bins = np.searchsorted(thresholds, values.astype(np.float64), side="left")
-        return np.where(np.isnan(values), np.nan, bins).astype(np.float32)
+        wide = _zero_band(table, j, values.astype(np.float64))
+        bins = np.searchsorted(thresholds, wide, side="left")
+        return np.where(np.isnan(wide), np.nan, bins).astype(np.float32)
     rounded = values.astype(np.float32)
-    if float32:
-        return rounded
-    inexact = np.flatnonzero(rounded.astype(np.float64) != values)  # NaN: != itself, and clipped as NaN
-    if len(inexact):
-        k = np.searchsorted(thresholds, values[inexact], side="left")
-        low, high = _clip_tables(borders)
-        rounded[inexact] = np.minimum(np.maximum(rounded[inexact], low[k]), high[k])
+    marks, low, high = _clipping(table, j)
+    bits = rounded.view(np.uint32)
+    marked = np.flatnonzero(marks[(bits ^ (bits >> 15)) & np.uint32(len(marks) - 1)])
+    if table.zero_missing[j]:
+        rounded[np.abs(rounded) <= table.zero_band] = np.nan
+    if len(marked):
+        wide = _zero_band(table, j, values[marked].astype(np.float64))
+        k = np.searchsorted(thresholds, wide, side="left")
+        rounded[marked] = np.minimum(np.maximum(wide.astype(np.float32), low[k]), high[k])
     return rounded
 
 
-def _clip_tables(borders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(low f32[n + 1], high f32[n + 1])``: the float32 values a value above ``k`` thresholds
-    may take, ``(borders[k - 1], borders[k]]``."""
-    inf = np.float32(np.inf)
-    low = np.concatenate([[-inf], np.nextafter(borders, inf)]).astype(np.float32)
-    high = np.concatenate([borders, [inf]]).astype(np.float32)
-    return low, high
+def _zero_band(table: ValueThresholds, j: int, wide: np.ndarray) -> np.ndarray:
+    """``wide`` with its zero band read as the library reads it: 0.0, or NaN (missing zeros)."""
+    return np.where(np.abs(wide) <= table.zero_band, np.nan if table.zero_missing[j] else 0.0, wide)
+
+
+def _clipping(table: ValueThresholds, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(marks bool[2**b], low f32[n + 1], high f32[n + 1])`` of a value-mode column, made once
+    per model: the hashed float32 values near which rounding may cross a threshold, and the
+    float32 values a value above ``k`` thresholds may take, ``(borders[k - 1], borders[k]]``."""
+    cache = table.scratch.setdefault("clipping", {})
+    if j not in cache:
+        _, borders = table.column(j)
+        inf = np.float32(np.inf)
+        near = np.concatenate([borders, np.float32([table.zero_band, -table.zero_band, inf, -inf])])
+        near = np.concatenate([np.nextafter(near, -inf), near, np.nextafter(near, inf)]).astype(np.float32)
+        size = 1 << max(10, int(np.ceil(np.log2(16 * len(near)))))
+        marks = np.zeros(size, bool)
+        bits = near.view(np.uint32)
+        marks[(bits ^ (bits >> 15)) & np.uint32(size - 1)] = True
+        low = np.concatenate([[-inf], np.nextafter(borders, inf)]).astype(np.float32)
+        high = np.concatenate([borders, [inf]]).astype(np.float32)
+        cache[j] = (marks, low, high)
+    return cache[j]
 
 
 def _device_values(x: jax.Array, wide: jax.Array | None, table: ValueThresholds) -> jax.Array:
@@ -195,5 +232,6 @@ def _device_column(table: ValueThresholds, j: int, values: jax.Array) -> jax.Arr
     if float32:
         return values
     k = jnp.searchsorted(jnp.asarray(thresholds, values.dtype), values, side="left")
-    low, high = (jnp.asarray(t) for t in _clip_tables(borders))
+    _, low, high = _clipping(table, j)
+    low, high = jnp.asarray(low), jnp.asarray(high)
     return jnp.minimum(jnp.maximum(values.astype(jnp.float32), low[k]), high[k])
