@@ -787,3 +787,39 @@ def xgboost_small(name) -> Fitted:
     else:
         booster = xgb.train(params, xgb.DMatrix(X, y), num_boost_round=3)
     return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=X[:30], y=y)
+
+
+# LightGBM: zeros as missing, float64 thresholds --------------------------------------------------------
+
+
+@functools.cache
+def lightgbm_zero_model(kind="regression") -> Fitted:
+    """``zero_as_missing=True`` (LightGBM's missing type Zero) on 400 rows with 20% zeros and 5%
+    NaN: splits whose zeros (and NaN) go against the values next to zero."""
+    import lightgbm as lgb
+
+    X, y = make_data(kind, n=400, n_features=4)
+    rng = np.random.default_rng(1)
+    X[rng.random(X.shape) < 0.2] = 0.0
+    X[rng.random(X.shape) < 0.05] = np.nan
+    booster = lgb.train(lightgbm_params(kind, num_leaves=8, zero_as_missing=True), lgb.Dataset(X, y),
+                        num_boost_round=8)
+    return Fitted(model=booster, ens=jaximp.from_lightgbm(booster), X=X, y=y)
+
+
+@functools.cache
+def lightgbm_float64_model() -> Fitted:
+    """Trained on float64 rows: ``x0`` ordinary, ``x1`` timestamps in seconds (float32 resolution
+    128 s), ``x2`` a precise measurement ``1000 + 0.001 z`` whose thresholds are closer than float32
+    resolution (held in bins), ``x3`` with zeros and NaN."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(4)
+    n = 1500
+    X = np.column_stack([rng.normal(size=n), 1.7e9 + rng.uniform(0, 86400, n), 1000 + 1e-3 * rng.normal(size=n),
+                         rng.normal(size=n)])
+    X[rng.random(n) < 0.1, 3] = 0.0
+    X[rng.random(n) < 0.05, 3] = np.nan
+    y = X[:, 0] + np.sin(X[:, 1] / 5000) + 1000 * (X[:, 2] - 1000) + np.nan_to_num(X[:, 3]) + 0.1 * rng.normal(size=n)
+    booster = lgb.train(lightgbm_params("regression", num_leaves=16), lgb.Dataset(X, y), num_boost_round=12)
+    return Fitted(model=booster, ens=jaximp.from_lightgbm(booster), X=X, y=y)

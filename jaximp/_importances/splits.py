@@ -152,10 +152,19 @@ def _impurity(ens: TreeEnsemble, real: Array, decrease: Array) -> Array:
     return safe_div(total, jnp.sum(total))
 
 
+def model_library(ens: Ensemble) -> str:
+    """The library whose importance types name ``ens``'s statistics: "LightGBM" for a model that
+    LightGBM trained (its ``value_thresholds`` say so), else "" (XGBoost's names)."""
+    table = getattr(ens, "value_thresholds", None)
+    return "" if table is None else table.library
+
+
 def _trees_statistics(ens: TreeEnsemble, type: str, fn_name: str) -> Array:
     """``f32[F]`` split statistics of general trees: counts and sums over the internal nodes rows
     can reach (padding excluded), the library's own gains and covers when it stored them,
-    scikit-learn's MDI (``ens.impurity_scheme``) for "impurity"."""
+    scikit-learn's MDI (``ens.impurity_scheme``) for "impurity"; LightGBM's "gain" is its total."""
+    if type == "gain" and model_library(ens) == "LightGBM":
+        type = "total_gain"  # Booster.feature_importance(importance_type="gain")
     if type == "impurity" and (not ens.impurity_scheme or ens.node_gains is None or ens.node_weights is None):
         raise _impurity_refused(fn_name)
     if type not in _COUNTS and ens.node_gains is None:
@@ -190,16 +199,26 @@ def split_importance(ens: Ensemble, type: str) -> Array:
     leaf-pair term; above, the leaf-pair formula compares leaves, not the node's children.
 
     Types: "weight" and "split" (number of nodes splitting on the feature), "total_gain" (sum
-    of their gains), "gain" (= total_gain / weight), "total_cover" (sum of their covers: the
-    nodes of one depth partition the tree's rows, so each depth adds the tree's total training
-    weight), "cover" (= total_cover / weight). A feature never split on gets 0.
+    of their gains), "gain" (= total_gain / weight; LightGBM models: total_gain, see below),
+    "total_cover" (sum of their covers: the nodes of one depth partition the tree's rows, so
+    each depth adds the tree's total training weight), "cover" (= total_cover / weight). A
+    feature never split on gets 0.
 
     A ``TreeEnsemble`` counts its own nodes; the gains and covers its library stored (XGBoost's
     ``get_score``: loss change and hessian sum per split, pooled over every class's trees;
-    LightGBM's ``feature_importance``: "split" counts, "total_gain" its "gain"), else CatBoost's
-    as above. "impurity" is scikit-learn's ``feature_importances_`` (mean decrease in impurity,
-    each tree's decreases over its root's weighted samples; forests normalise each tree, average
-    and normalise again; boosting and single trees average and normalise once), for scikit-learn
+    LightGBM's ``feature_importance``: split counts and gains summed per feature), else
+    CatBoost's as above.
+
+    An importance type named as in the model's library gives that library's number: for an
+    XGBoost model (and CatBoost's and scikit-learn's, which take XGBoost's names) "weight",
+    "gain" (mean), "cover" (mean), "total_gain", "total_cover" are ``Booster.get_score``'s; for a
+    LightGBM model "split" and "gain" are ``Booster.feature_importance``'s, so "gain" is the
+    *total* gain there (equal to "total_gain"); the other names keep XGBoost's meaning ("cover"
+    and "total_cover" read LightGBM's ``internal_count``).
+
+    "impurity" is scikit-learn's ``feature_importances_`` (mean decrease in impurity, each
+    tree's decreases over its root's weighted samples; forests normalise each tree, average and
+    normalise again; boosting and single trees average and normalise once), for scikit-learn
     models only.
 
     Args:

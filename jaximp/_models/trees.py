@@ -110,6 +110,9 @@ class TreeEnsemble(Ensemble):
             GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
         missing_value: a value of the rows that reads as missing (NaN), besides NaN itself, compared
             in float32: XGBoost's ``missing`` (``DMatrix(X, missing=-999)``); None: NaN alone.
+        value_thresholds: the float64 thresholds rows are compared with, as the library compares
+            them (``jaximp._models.thresholds.ValueThresholds``, LightGBM; its ``library`` names the
+            model's library); None: rows are compared with ``node_borders`` in float32.
 
     Example:
         >>> from sklearn.tree import DecisionTreeRegressor
@@ -147,6 +150,7 @@ class TreeEnsemble(Ensemble):
     node_categories: Array | None = None
     category_codes: Any = dataclasses.field(default=None, metadata=dict(static=True))
     missing_value: float | None = dataclasses.field(default=None, metadata=dict(static=True))
+    value_thresholds: Any = dataclasses.field(default=None, metadata=dict(static=True))
 
     layout = "trees"
 

@@ -16,7 +16,10 @@ jaximp does the same on the host before any kernel runs (:func:`encode_rows`):
   stored as ``pandas_categorical``, one list per such column in the frame's order; a new frame's
   ``category`` columns are matched to the lists in order and recoded by them
   (``cat.set_categories``), so an unseen category reads as missing (``_data_from_pandas``,
-  lightgbm/basic.py).
+  lightgbm/basic.py). A frame with another number of ``category`` columns is refused, as LightGBM
+  refuses it, a column of numbers given as ``category`` included; a model trained on an array
+  (no ``pandas_categorical``) reads a frame's ``category`` columns by their own codes, as
+  LightGBM does.
 * scikit-learn (HistGradientBoosting): every value of a categorical column, a number or not, is
   looked up among the sorted distinct training values (its ``OrdinalEncoder``,
   ``handle_unknown="use_encoded_value", unknown_value=nan``), so an unseen value reads as missing.
@@ -83,14 +86,25 @@ def _is_category(values: Any) -> bool:
 
 def _column_categories(series: list, codes: CategoryCodes, fn_name: str, arg: str) -> list:
     """Per column, the training categories its values are coded by (None: numbers, or the
-    frame's own codes); LightGBM's lists go to the frame's ``category`` columns in order."""
-    if not codes.frame_categories:
+    frame's own codes); LightGBM's lists go to the frame's ``category`` columns in order.
+
+    A LightGBM model trained on an array (``frame_categories`` None) takes a frame's own codes,
+    as LightGBM does; one trained on a DataFrame (a tuple, empty when the frame had no
+    ``category`` column) takes exactly as many ``category`` columns as that frame had, as
+    LightGBM does: a column of numbers given as ``category`` would otherwise be read by its codes
+    (0, 1, 2, ...), not its values."""
+    frame = codes.frame_categories
+    if frame is None or (not frame and codes.library != "LightGBM"):
         return list(codes.columns)
     frame_columns = [j for j, values in enumerate(series) if _is_category(values)]
-    if len(frame_columns) != len(codes.frame_categories):
+    if len(frame_columns) != len(frame):
+        numeric = [j for j in frame_columns if np.asarray(series[j].cat.categories).dtype.kind in "biuf"]
+        names = [str(getattr(series[j], "name", j)) for j in numeric]
+        hint = (f"; pass the numbers of {names[:5]} as numbers, not categories (e.g. X.astype("
+                f"{{{names[0]!r}: 'float64'}}))" if numeric else "")
         raise ValueError(f"{fn_name}: {arg} must have as many category columns as the frame the "
-                         f"{codes.library} model was trained on ({len(codes.frame_categories)}); got "
-                         f"{len(frame_columns)} (LightGBM raises 'categorical_feature do not match' too)")
+                         f"{codes.library} model was trained on ({len(frame)}); got "
+                         f"{len(frame_columns)} (LightGBM raises 'categorical_feature do not match' too){hint}")
     categories = list(codes.columns)
     for j, values in zip(frame_columns, codes.frame_categories):
         categories[j] = values

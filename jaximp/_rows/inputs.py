@@ -20,8 +20,10 @@ from jaximp._rows.featurize import featurize_columns
 from jaximp._rows.frames import EvaluatedRows, check_shape, frame_columns, frame_positions, is_pool
 from jaximp._rows.hashing import hash_column
 from jaximp._rows.pools import pool_rows
+from jaximp._rows.thresholds import library_rows
 
 
+@library_rows  # LightGBM: rows compared with its float64 thresholds, columns by its names
 def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarray | jax.Array:
     """``f32[N, F]`` rows of ``X`` in the model's column order, NaN where a value equals the
     model's ``missing_value`` (XGBoost's ``missing``).
