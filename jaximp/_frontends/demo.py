@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 from jaximp._frontends.dropin import get_feature_importance
-from jaximp._frontends.explain import Options, explain, output_folder, refuse_link
-from jaximp._frontends.files import partial_path
+from jaximp._frontends.explain import Options, explain
+from jaximp._frontends.files import output_folder, partial_path, refuse_link
 from jaximp._importances.loss_change import loss_function_change
 from jaximp._importances.permutation import permutation_importance
 from jaximp._importances.pvc import prediction_values_change
@@ -30,12 +30,9 @@ def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress
     ``jaximp-demo-XXXXXXXX`` in the system's temporary directory, made by ``tempfile.mkdtemp``,
     so that a clone stays clean and no other user's files are touched) and explain them there;
     the report's path."""
-    import tempfile
-
     import catboost
     from sklearn.datasets import load_diabetes
 
-    out = out if out is not None else tempfile.mkdtemp(prefix="jaximp-demo-")
     data = load_diabetes(as_frame=True)
     X, y = data.data.astype(np.float32), data.target.to_numpy()
     print(f"data: sklearn diabetes, {X.shape[0]} rows x {X.shape[1]} features")
@@ -87,7 +84,15 @@ def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress
         print(f"  {ens.feature_names[i]:>6s} {result.importances_mean[i]:7.3f} "
               f"+/- {result.importances_std[i]:.3f}")
     categorical_demo(X, y, iterations=iterations // 3)
-    return explain_demo(model, X, y, out, progress)
+    return explain_demo(model, X, y, demo_folder(out), progress)
+
+
+def demo_folder(out: str | None) -> str:
+    """``out``, or a new private folder ``jaximp-demo-XXXXXXXX`` in the system's temporary
+    directory (``tempfile.mkdtemp``: created for this run only, readable by its user only)."""
+    import tempfile
+
+    return out if out is not None else tempfile.mkdtemp(prefix="jaximp-demo-")
 
 
 def explain_demo(model, X, y, out: str, progress: bool) -> str:

@@ -33,8 +33,12 @@ from jaximp._frontends.files import (
     check_not_source,
     dataset_of,
     explain_files,
+    file_columns,
+    interrupts,
+    output_folder,
     output_labels,
     output_names,
+    publish_outputs,
 )
 from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, write_plots, write_report
 from jaximp._importances.interaction import interaction
@@ -52,7 +56,6 @@ from jaximp._rows.inputs import as_features
 _SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM"}
 SUMMARY_POINTS = 2000  # rows drawn in the beeswarm plot
 REPORT = "report.md"
-FIXED_OUTPUTS = ("importances.csv", "shap.parquet", REPORT)  # besides the PNG plots
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,8 +227,11 @@ def explain(options: Options) -> str:
         out = output_folder(options.out)
         staging = tempfile.mkdtemp(prefix=".jaximp-explain-", suffix=".partial", dir=out)
         try:
-            written = _outputs(run, inputs, options, method, device, devices, staging, started)
-            return publish_outputs(staging, out, written)
+            with interrupts() as interrupted:
+                written = _outputs(run, inputs, options, method, device, devices, staging, started)
+                if interrupted():  # an interrupt that Python ignored (raised in a garbage collector callback)
+                    raise KeyboardInterrupt
+                return publish_outputs(staging, out, written)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -257,47 +263,6 @@ def _outputs(run: Run, inputs: Inputs, options: Options, method: str, device: An
     return ["shap.parquet", "importances.csv"] + [name for _, name in plots] + [REPORT]
 
 
-def output_folder(out: str) -> str:
-    """``--out`` checked and created: a directory (or a new one), never a symbolic link, holding no
-    symbolic link in place of an output (jaximp never writes through links).
-
-    Raises:
-        ValueError: ``--out`` is a file or a symbolic link, or an output in it is a symbolic link.
-    """
-    path = os.path.expanduser(out)
-    if os.path.islink(path):
-        raise ValueError(f"--out {out!r} is a symbolic link; jaximp does not write through links (give the "
-                         "directory itself, or another --out)")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"--out {out!r} is a file; it must be a directory (created if missing)")
-    os.makedirs(path, exist_ok=True)
-    for name in FIXED_OUTPUTS:
-        refuse_link(os.path.join(path, name))
-    return path
-
-
-def refuse_link(path: str) -> None:
-    """A ``ValueError`` when the output ``path`` is a symbolic link (never written through)."""
-    if os.path.islink(path):
-        raise ValueError(f"--out: {path!r} is a symbolic link; jaximp does not write through links (remove "
-                         "the link or choose another --out)")
-
-
-def publish_outputs(staging: str, out: str, names: list[str]) -> str:
-    """Move the complete outputs ``names`` (the report last) from ``staging`` into ``out``, each by
-    an atomic rename; an earlier run's report is removed first, so that a report in ``out``
-    always describes the files beside it. The report's path."""
-    targets = [os.path.join(out, name) for name in names]
-    for target in targets:  # before anything moves: a link put there during the run
-        refuse_link(target)
-    report = os.path.join(out, REPORT)
-    if os.path.exists(report):
-        os.remove(report)
-    for name, target in zip(names, targets):
-        os.replace(os.path.join(staging, name), target)
-    return report
-
-
 def _method(options: Options) -> str:
     """The SHAP method: ``--method``, else interventional with ``--background``, else path_dependent."""
     method = options.method or ("interventional" if options.background else "path_dependent")
@@ -315,6 +280,7 @@ def _read_inputs(run: Run, options: Options) -> Inputs:
     run.say(f"model: {options.model} ({library}, {describe_model(ens)})")
     dataset = dataset_of(options.data, "DATA")
     check_not_source(dataset, os.path.join(os.path.expanduser(options.out), "shap.parquet"), "DATA", "--out")
+    _check_each_file(dataset, ens, options.target, "DATA")
     if options.target is not None and options.target not in dataset.schema.names:
         raise ValueError(f"--target {options.target!r} is not a column of DATA {options.data!r} "
                          f"(it has {_listed(list(dataset.schema.names))})")
@@ -324,10 +290,19 @@ def _read_inputs(run: Run, options: Options) -> Inputs:
     background = None
     if options.background is not None:
         source = dataset_of(options.background, "--background")
+        _check_each_file(source, ens, None, "--background")
         chosen = data_columns(source, ens, options.target, "--background", options.background)
         check_file_columns(source, chosen, "--background")
         background = run.timed("read the background", lambda: source.to_table(columns=chosen).to_pandas())
     return Inputs(ens, library, dataset, columns, background)
+
+
+def _check_each_file(dataset: Any, ens: Any, target: str | None, what: str) -> None:
+    """A column that one file of several has and another lacks (the model's, or the target),
+    named with the file that lacks it; before the checks against the first file's schema."""
+    present = {name for names in file_columns(dataset, what).values() for name in names}
+    wanted = (list(ens.feature_names) if has_real_names(ens) else []) + ([target] if target else [])
+    check_file_columns(dataset, [name for name in wanted if name in present], what)
 
 
 def _importances(run: Run, inputs: Inputs, options: Options, devices: Any) -> tuple[dict[str, np.ndarray], int]:

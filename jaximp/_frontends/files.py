@@ -11,7 +11,8 @@ hidden temporary name in its folder (``.<name>.<random>.partial``) and renamed t
 once complete, so a failed or interrupted run leaves ``out`` as it was (an earlier result
 intact, or no file); ``out`` is never written through a symbolic link. Every file of a
 multi-file source must have every column read (a dataset would read a missing column as
-missing values).
+missing values). ``jaximp explain`` publishes its output folder the same way
+(:func:`output_folder`, :func:`publish_outputs`, :func:`interrupts`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import contextlib
 import glob
 import os
 import secrets
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -63,9 +66,9 @@ def dataset_of(source: Any, fn_name: str):
 
 def _columns(dataset, ens: Any, columns: Sequence[str] | None, fn_name: str) -> list[str]:
     """The columns to read: ``columns``, else the model's feature names when the files have them
-    all, else every column (which must then number the model's features); each file checked to
+    all, else every column (which must then number the model's features); every file checked to
     have them (:func:`check_file_columns`)."""
-    names = list(dataset.schema.names)
+    names = list(dict.fromkeys(name for schema in file_columns(dataset, fn_name).values() for name in schema))
     if columns is not None:
         missing = [c for c in columns if c not in names]
         if missing:
@@ -93,16 +96,7 @@ def check_file_columns(dataset: Any, columns: Sequence[str], fn_name: str) -> No
     lacks one of ``columns``: a ``pyarrow`` dataset takes its schema from one file and reads a
     column that another file lacks as missing values, which would explain rows that are not in
     the data. Reads each file's schema only (a Parquet footer, a CSV header block)."""
-    import pyarrow.dataset as ds
-
-    files = list(getattr(dataset, "files", None) or ())
-    if len(files) < 2:
-        return
-    for path in files:
-        try:
-            names = set(ds.dataset(path, format=dataset.format).schema.names)
-        except Exception as e:  # pyarrow's errors for unreadable files vary by format
-            raise ValueError(f"{fn_name}: cannot read the columns of {path!r} ({e})") from e
+    for path, names in file_columns(dataset, fn_name).items():
         missing = [c for c in columns if c not in names]
         if missing:
             raise ValueError(
@@ -110,6 +104,22 @@ def check_file_columns(dataset: Any, columns: Sequence[str], fn_name: str) -> No
                 + (f" (and {len(missing) - 1} more of the columns read)" if len(missing) > 1 else "")
                 + "; every file must have every column read (a missing column would be read as missing values)"
             )
+
+
+def file_columns(dataset: Any, fn_name: str) -> dict[str, list[str]]:
+    """``{file: its column names}`` of a dataset of several files; ``{"": the dataset's}`` for one."""
+    import pyarrow.dataset as ds
+
+    files = list(getattr(dataset, "files", None) or ())
+    if len(files) < 2:
+        return {"": list(dataset.schema.names)}
+    found = {}
+    for path in files:
+        try:
+            found[path] = list(ds.dataset(path, format=dataset.format).schema.names)
+        except Exception as e:  # pyarrow's errors for unreadable files vary by format
+            raise ValueError(f"{fn_name}: cannot read the columns of {path!r} ({e})") from e
+    return found
 
 
 def record_batches(source: Any, ens: Any, *, columns: Sequence[str] | None = None, batch_rows: int | None = None,
@@ -328,3 +338,76 @@ class _ParquetOutput:
         finally:
             if os.path.exists(self.partial):
                 os.remove(self.partial)
+
+
+# ``jaximp explain``'s output folder: every output written aside, published when complete ------------------
+
+FIXED_OUTPUTS = ("importances.csv", "shap.parquet", "report.md")  # besides the PNG plots
+
+
+def output_folder(out: str) -> str:
+    """``--out`` checked and created: a directory (or a new one), never a symbolic link, holding no
+    symbolic link in place of an output (jaximp never writes through links).
+
+    Raises:
+        ValueError: ``--out`` is a file or a symbolic link, or an output in it is a symbolic link.
+    """
+    path = os.path.expanduser(out)
+    if os.path.islink(path):
+        raise ValueError(f"--out {out!r} is a symbolic link; jaximp does not write through links (give the "
+                         "directory itself, or another --out)")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"--out {out!r} is a file; it must be a directory (created if missing)")
+    os.makedirs(path, exist_ok=True)
+    for name in FIXED_OUTPUTS:
+        refuse_link(os.path.join(path, name))
+    return path
+
+
+def refuse_link(path: str) -> None:
+    """A ``ValueError`` when the output ``path`` is a symbolic link (never written through)."""
+    if os.path.islink(path):
+        raise ValueError(f"--out: {path!r} is a symbolic link; jaximp does not write through links (remove "
+                         "the link or choose another --out)")
+
+
+def publish_outputs(staging: str, out: str, names: list[str]) -> str:
+    """Move the complete outputs ``names`` (the report last) from ``staging`` into ``out``, each by
+    an atomic rename; an earlier run's report is removed first, so that a report in ``out``
+    always describes the files beside it. The report's path."""
+    targets = [os.path.join(out, name) for name in names]
+    for target in targets:  # before anything moves: a link put there during the run
+        refuse_link(target)
+    report = os.path.join(out, "report.md")
+    if os.path.exists(report):
+        os.remove(report)
+    for name, target in zip(names, targets):
+        os.replace(os.path.join(staging, name), target)
+    return report
+
+
+@contextlib.contextmanager
+def interrupts():
+    """Remember every SIGINT in the body (``yield``: a function telling whether one came), while
+    the previous handler still runs (raising ``KeyboardInterrupt``). Python ignores an exception
+    raised in a garbage collector callback or a finalizer, so a Ctrl-C may not stop the run: the
+    run then checks before it publishes anything. Outside the main thread, where no handler can
+    be set, it tells nothing."""
+    seen = []
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        seen.append(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(seen)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -51,6 +51,8 @@ def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarr
         if isinstance(X, EvaluatedRows):  # checked and featurized already
             return X
         return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
+    if isinstance(X, (list, tuple)):
+        X = _list_rows(X, ens, fn_name, arg)
     codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
     if codes is not None and needs_codes(X, codes):
         return without_subnormals(encode_rows(X, ens, fn_name, arg))
@@ -85,6 +87,18 @@ def as_features(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> np.ndarr
             raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {array.dtype}") from e
     check_shape(array.shape, ens, fn_name, arg)
     return without_subnormals(np.ascontiguousarray(array, dtype=np.float32))
+
+
+def _list_rows(X: list | tuple, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
+    """A list of rows as an array; rows that mix numbers and strings (raw categorical values) as
+    an object array, each value kept as it is (NumPy would turn every number into a string)."""
+    try:
+        array = np.asarray(X)
+        if array.dtype.kind in "US":
+            array = np.asarray(X, dtype=object)
+    except ValueError as e:
+        raise ValueError(f"{fn_name}: {arg} must be a rectangular [N, {ens.n_features}] array ({e})") from e
+    return array
 
 
 _MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2**-126
