@@ -59,6 +59,12 @@ HOSTILE = (np.nan, np.inf, -np.inf, 1e38, -1e38, float(np.finfo(np.float32).max)
 slow = pytest.mark.slow
 
 
+def cases(names, default):
+    """``names`` as parameters, those not in ``default`` marked slow (the default run stays cheap:
+    each model compiles its own programs)."""
+    return [name if name in default else pytest.param(name, marks=slow) for name in names]
+
+
 def hypothesis_settings(examples: int = EXAMPLES):
     return settings(max_examples=examples, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -124,14 +130,14 @@ def assert_reference_or_contract(kind: str, got, library_kind: str, reference, e
         np.testing.assert_allclose(got, reference, rtol=RTOL, atol=ATOL)
 
 
-@pytest.fixture(scope="module", params=ROWS_LIBRARIES)
+@pytest.fixture(scope="module")
 def named(request):
     """``(library, Fitted)`` of a model trained on named columns, its programs compiled (so that
     the bounded calls below do not compile)."""
     fitted = rows_named(request.param)
     ens, X = fitted.ens, fitted.X.to_numpy()[:3]
     for fn in (jaximp.predict, jaximp.leaf_indices, jaximp.shap_values, jaximp.shap_interaction_values,
-               jaximp.shap_importance, jaximp.shap_interaction_importance):
+               jaximp.shap_importance):
         fn(ens, X)
         fn(ens, jnp.asarray(X))
     return request.param, fitted
@@ -140,7 +146,7 @@ def named(request):
 # One row given 1-D ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["rf_reg", "rf_clf", "gb_bin"])
+@pytest.mark.parametrize("name", ["rf_reg", "rf_clf", pytest.param("gb_bin", marks=slow)])
 def test_one_row_has_shaps_layout(name):
     """shap's TreeExplainer takes a 1-D row and drops the row axis; so does jaximp, with shap's
     numbers (scikit-learn models, which shap explains with its own tree algorithm)."""
@@ -187,7 +193,7 @@ def _one_row_model(name):
     return fitted.ens, fitted.X.iloc[:4]
 
 
-@pytest.mark.parametrize("name", ONE_ROW_MODELS)
+@pytest.mark.parametrize("name", cases(ONE_ROW_MODELS, ("catboost", "lightgbm", "catboost-categorical")))
 def test_one_row_given_1d_gives_the_row_of_the_2d_result(name):
     """Every function of rows, every 1-D form (array, list, tuple, JAX array, pandas Series):
     the 2-D result's row, without the row axis; a JAX row gives JAX results."""
@@ -207,7 +213,7 @@ def test_one_row_given_1d_gives_the_row_of_the_2d_result(name):
     phi = (ens.n_features, *outputs)
     layouts = {"predict": outputs, "ens.predict": outputs, "leaf_indices": (ens.n_trees,), "shap_values": phi,
                "shap_interaction_values": (ens.n_features, *phi), "Explainer.shap_values": phi, "Explainer": phi}
-    for i in (0, 3):
+    for i in (2,):
         for form, row in _row_forms(frame, i).items():
             for fn_name, fn in functions.items():
                 got = fn(row)
@@ -256,7 +262,8 @@ def _duplicated(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return pd.concat([frame, copy], axis=1)
 
 
-@pytest.mark.parametrize("name", [*ROWS_LIBRARIES, "catboost-categorical", "lightgbm-categorical"])
+@pytest.mark.parametrize("name", cases([*ROWS_LIBRARIES, "catboost-categorical", "lightgbm-categorical"],
+                                       ("catboost", "xgboost", "catboost-categorical", "lightgbm-categorical")))
 def test_duplicated_columns_are_refused_by_name(name):
     ens, frame = _one_row_model(name)
     column = ens.feature_names[1]
@@ -329,8 +336,9 @@ def _rows_functions(ens, X, y, tmp_path):
     }
 
 
-@pytest.mark.parametrize("name", ["catboost", "lightgbm"])
-def test_results_follow_the_models_dtype_under_x64(name, x64, tmp_path):
+@pytest.mark.parametrize("name, rows_on", [("catboost", ("host", "device")), ("lightgbm", ("host",)),
+                                           pytest.param("lightgbm", ("device",), marks=slow)])
+def test_results_follow_the_models_dtype_under_x64(name, rows_on, x64, tmp_path):
     """Under ``jax_enable_x64`` a float64 model gives float64 results from every function of
     rows (host and device rows), equal to the float32 model's to float32 rounding; a float32
     model gives float32 (permutation importance: float64 host arrays, as documented)."""
@@ -338,7 +346,7 @@ def test_results_follow_the_models_dtype_under_x64(name, x64, tmp_path):
     X, y = fitted.X.to_numpy()[:60].astype(np.float32), fitted.y[:60]
     wide = _as64(fitted.ens)
     narrow = {key: fn() for key, fn in _rows_functions(fitted.ens, X, y, tmp_path).items()}
-    for rows in (X, jnp.asarray(X)):
+    for rows in [{"host": X, "device": jnp.asarray(X)}[where] for where in rows_on]:
         for key, fn in _rows_functions(wide, rows, y, tmp_path).items():
             got = fn()
             assert got.dtype == np.float64 and narrow[key].dtype == np.float32, (key, got.dtype, narrow[key].dtype)
@@ -528,6 +536,7 @@ def as_container(M: np.ndarray, container: str):
     return values, seen
 
 
+@pytest.mark.parametrize("named", ROWS_LIBRARIES, indirect=True)
 @given(data=st.data())
 @hypothesis_settings()
 def test_hostile_values_give_the_librarys_numbers(named, data):
@@ -535,6 +544,7 @@ def test_hostile_values_give_the_librarys_numbers(named, data):
 
 
 @slow
+@pytest.mark.parametrize("named", ROWS_LIBRARIES, indirect=True)
 @given(data=st.data())
 @hypothesis_settings(200)
 def test_hostile_values_give_the_librarys_numbers_more(named, data):
@@ -602,6 +612,7 @@ def changed_frame(M: np.ndarray, change: str, order: list[int], column: int):
     return frame, seen
 
 
+@pytest.mark.parametrize("named", cases(ROWS_LIBRARIES, ("catboost", "xgboost")), indirect=True)
 @given(data=st.data())
 @hypothesis_settings()
 def test_hostile_frames_give_the_librarys_numbers_or_a_clear_refusal(named, data):
@@ -643,6 +654,7 @@ def _expected_shape(shape: tuple, F: int) -> str:
     return "refused"
 
 
+@pytest.mark.parametrize("named", cases(ROWS_LIBRARIES, ("catboost", "lightgbm")), indirect=True)
 @given(data=st.data())
 @hypothesis_settings()
 def test_arrays_of_any_rank_and_size(named, data):
