@@ -823,3 +823,61 @@ def lightgbm_float64_model() -> Fitted:
     y = X[:, 0] + np.sin(X[:, 1] / 5000) + 1000 * (X[:, 2] - 1000) + np.nan_to_num(X[:, 3]) + 0.1 * rng.normal(size=n)
     booster = lgb.train(lightgbm_params("regression", num_leaves=16), lgb.Dataset(X, y), num_boost_round=12)
     return Fitted(model=booster, ens=jaximp.from_lightgbm(booster), X=X, y=y)
+
+
+# Hostile rows: models trained on named columns, and models whose borders sit at 0 ---------------------------------
+
+ROWS_NAMES = ("income", "age", "rooms", "floor", "year", "area")
+ROWS_LIBRARIES = ("catboost", "catboost-depthwise", "xgboost", "lightgbm")
+
+
+@functools.cache
+def rows_named(library: str) -> Fitted:
+    """A model of ROWS_LIBRARIES trained on a DataFrame with the columns ROWS_NAMES (5% NaN):
+    CatBoost multiclass (oblivious), CatBoost Depthwise regression (``model``: its JSON round
+    trip, the reference), XGBoost multiclass (``multi:softprob``), LightGBM regression."""
+    kind = "multiclass" if library in ("catboost", "xgboost") else "regression"
+    X, y = make_data(kind, n=300, nan_fraction=0.05)
+    frame = pd.DataFrame(X, columns=list(ROWS_NAMES))
+    if library == "catboost":
+        model = catboost.CatBoost(dict(loss_function="MultiClass", depth=4, iterations=8, learning_rate=0.3,
+                                       random_seed=0, verbose=0, thread_count=1, allow_writing_files=False))
+        model.fit(frame, y)
+        return Fitted(model=model, ens=jaximp.from_catboost(model), X=frame, y=y)
+    if library == "catboost-depthwise":
+        trained = catboost.CatBoost(dict(loss_function="RMSE", depth=4, iterations=6, learning_rate=0.3,
+                                         grow_policy="Depthwise", random_seed=0, verbose=0, thread_count=1,
+                                         allow_writing_files=False)).fit(frame, y)
+        model_json, reloaded, path = json_reloaded(trained)
+        return Fitted(model=reloaded, ens=jaximp.from_catboost(path), X=frame, y=y, trained=trained, json=model_json,
+                      path=path)
+    if library == "xgboost":
+        import xgboost as xgb
+
+        booster = xgb.train(dict(objective="multi:softprob", num_class=3, max_depth=3, eta=0.3, nthread=1, seed=0),
+                            xgb.DMatrix(frame, y), num_boost_round=5)
+        return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=frame, y=y)
+    if library == "lightgbm":
+        import lightgbm as lgb
+
+        booster = lgb.train(lightgbm_params("regression", num_leaves=8), lgb.Dataset(frame, y), num_boost_round=8)
+        return Fitted(model=booster, ens=jaximp.from_lightgbm(booster), X=frame, y=y)
+    raise ValueError(library)
+
+
+@functools.cache
+def rows_zero_borders(library: str) -> Fitted:
+    """A model whose splits sit at 0 (columns of -2..2 in steps of 1, so that 0 is a value and a
+    border): CatBoost (``x > 0``) or XGBoost (``x < 0``, ``split_condition`` 0)."""
+    rng = np.random.default_rng(0)
+    X = rng.choice(np.arange(-2.0, 3.0) if library == "xgboost" else np.array([-1.0, 1.0]),
+                   size=(400, 2)).astype(np.float32)
+    y = 3.0 * (X[:, 0] > 0) - 2.0 * (X[:, 0] < 0) + 0.1 * X[:, 1]
+    if library == "xgboost":
+        import xgboost as xgb
+
+        booster = xgb.train(dict(max_depth=2, eta=1.0, nthread=1, seed=0), xgb.DMatrix(X, y), num_boost_round=2)
+        return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=X, y=y)
+    model = catboost.CatBoost(dict(loss_function="RMSE", depth=2, iterations=3, random_seed=0, verbose=0,
+                                   thread_count=1, allow_writing_files=False)).fit(X, y)
+    return Fitted(model=model, ens=jaximp.from_catboost(model), X=X, y=y)

@@ -43,8 +43,8 @@ def parser() -> argparse.ArgumentParser:
     run_demo.add_argument("--iterations", type=_positive, default=300, metavar="T", help="trees to train (default 300)")
     run_demo.add_argument("--depth", type=_positive, default=6, metavar="D", help="depth of the trees (default 6)")
     run_demo.add_argument("--out", default=None, metavar="DIR",
-                          help="where to save the model, the data and the report (default: jaximp-demo in the "
-                               "system's temporary directory)")
+                          help="where to save the model, the data and the report (default: a new private "
+                               "folder jaximp-demo-XXXXXXXX in the system's temporary directory)")
     run_demo.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     run_explain = commands.add_parser(
@@ -57,8 +57,9 @@ def parser() -> argparse.ArgumentParser:
                              help="model file: CatBoost (.cbm or .json), XGBoost (.json or .ubj) or LightGBM (.txt)")
     run_explain.add_argument("data", metavar="DATA",
                              help="rows to explain: a CSV file (.csv, .csv.gz), a Parquet file, a directory of "
-                                  "Parquet files or a quoted glob pattern; columns named as the model's features "
-                                  "(in the model's order when it has no feature names)")
+                                  "Parquet files or a quoted glob pattern (a path that exists is taken as it is, "
+                                  "before it is tried as a pattern); columns named as the model's features (in the "
+                                  "model's order when it has no feature names); several files must all have them")
     run_explain.add_argument("--method", choices=METHODS, default=None, metavar="M",
                              help="SHAP method: path_dependent, exact, approximate or interventional (default "
                                   "path_dependent, or interventional with --background); "
@@ -79,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
     run_explain.add_argument("--batch-rows", type=_positive, default=None, metavar="N",
                              help="rows per record batch read from DATA (default 65536)")
     run_explain.add_argument("--out", default="jaximp-explain", metavar="DIR",
-                             help="output directory, created if needed; files in it are overwritten "
+                             help="output directory, created if needed (not a symbolic link); the outputs of an "
+                                  "earlier run in it are replaced once this run is complete, and kept if it fails "
                                   "(default ./jaximp-explain)")
     run_explain.add_argument("--device", choices=("cpu", "gpu"), default=None,
                              help="where to compute (default: JAX's default device, a GPU when JAX sees one)")
@@ -107,7 +109,8 @@ def explain_command(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``jaximp`` command; the exit status (0: done, 1: a bad input, 2: bad
-    arguments). A bad input (file, column, model, option) prints one line on stderr, no traceback."""
+    arguments, 130: interrupted). A bad input (file, column, model, option; a model file nested too
+    deeply or too large to read) prints one line on stderr, no traceback."""
     root = parser()
     args, unknown = root.parse_known_args(argv)
     if unknown:  # reported by the command's parser, which names the command
@@ -120,10 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = explain_command(args)
         print(f"report: {report}")
-    except (ValueError, TypeError, OSError, ImportError) as e:
+    except (ValueError, TypeError, OSError, ImportError, RecursionError, MemoryError) as e:
         message = " ".join(str(e).split()) or type(e).__name__
         if isinstance(e, OSError) and e.filename is not None and e.strerror:
             message = f"{e.filename}: {e.strerror}"
+        elif isinstance(e, RecursionError):  # a parser of a damaged or hostile file, past Python's stack
+            message = f"an input is nested too deeply to be read ({message})"
+        elif isinstance(e, MemoryError):
+            message = f"out of memory ({message}): an input is larger than this machine can hold"
         print(f"jaximp {args.command}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ import numpy as np
 
 from jaximp._frontends.dropin import get_feature_importance
 from jaximp._frontends.explain import Options, explain
+from jaximp._frontends.files import output_folder, partial_path, refuse_link
 from jaximp._importances.loss_change import loss_function_change
 from jaximp._importances.permutation import permutation_importance
 from jaximp._importances.pvc import prediction_values_change
@@ -25,14 +26,13 @@ from jaximp._shap.values import expected_value, shap_values
 
 def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress: bool = True) -> str:
     """Train, import and explain a CatBoost model on the diabetes data; print the comparisons with
-    CatBoost, save the model and data in ``out`` (default: ``jaximp-demo`` in the system's
-    temporary directory, so that a clone stays clean) and explain them there; the report's path."""
-    import tempfile
-
+    CatBoost, save the model and data in ``out`` (default: a new private folder
+    ``jaximp-demo-XXXXXXXX`` in the system's temporary directory, made by ``tempfile.mkdtemp``,
+    so that a clone stays clean and no other user's files are touched) and explain them there;
+    the report's path."""
     import catboost
     from sklearn.datasets import load_diabetes
 
-    out = out if out is not None else os.path.join(tempfile.gettempdir(), "jaximp-demo")
     data = load_diabetes(as_frame=True)
     X, y = data.data.astype(np.float32), data.target.to_numpy()
     print(f"data: sklearn diabetes, {X.shape[0]} rows x {X.shape[1]} features")
@@ -84,16 +84,34 @@ def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress
         print(f"  {ens.feature_names[i]:>6s} {result.importances_mean[i]:7.3f} "
               f"+/- {result.importances_std[i]:.3f}")
     categorical_demo(X, y, iterations=iterations // 3)
-    return explain_demo(model, X, y, out, progress)
+    return explain_demo(model, X, y, demo_folder(out), progress)
+
+
+def demo_folder(out: str | None) -> str:
+    """``out``, or a new private folder ``jaximp-demo-XXXXXXXX`` in the system's temporary
+    directory (``tempfile.mkdtemp``: created for this run only, readable by its user only)."""
+    import tempfile
+
+    return out if out is not None else tempfile.mkdtemp(prefix="jaximp-demo-")
 
 
 def explain_demo(model, X, y, out: str, progress: bool) -> str:
     """Save the model (``out/model.cbm``) and the data with its target (``out/diabetes.csv``) and
-    run ``jaximp explain`` on them, the report in ``out/report``; the report's path."""
-    os.makedirs(out, exist_ok=True)
+    run ``jaximp explain`` on them, the report in ``out/report``; the report's path. Each file is
+    written under a temporary name and renamed when complete, never through a symbolic link."""
+    out = output_folder(out)
     model_path, data_path, report_dir = (os.path.join(out, name) for name in ("model.cbm", "diabetes.csv", "report"))
-    model.save_model(model_path)
-    X.assign(target=y).to_csv(data_path, index=False)
+    for path, write in ((model_path, model.save_model),
+                        (data_path, lambda p: X.assign(target=y).to_csv(p, index=False))):
+        refuse_link(path)
+        partial = partial_path(path)
+        try:
+            write(partial)
+            refuse_link(path)
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
     print(f"\nsaved {model_path} and {data_path}; the same as\n"
           f"  jaximp explain {model_path} {data_path} --target target --out {report_dir}")
     return explain(Options(model=model_path, data=data_path, out=report_dir, target="target", progress=progress))

@@ -5,6 +5,12 @@ The SHAP values stream through :func:`jaximp.explain_files` (record batch by rec
 bounded whatever the rows); the importances that need targets (permutation importance,
 LossFunctionChange) take the first ``target_rows`` rows in memory; the beeswarm plot a fixed
 random sample of rows, read back in one more streamed pass. Every step is timed for the report.
+
+Nothing is lost, nothing half-written looks whole: every output is written in a hidden folder
+inside ``--out`` (``.jaximp-explain-<random>``) and moved into ``--out`` only once the run is
+complete (``report.md`` last, an earlier run's report removed first); a failed or interrupted
+run removes its folder and leaves an earlier run's outputs as they were. ``--out`` and the files
+it would replace are never symbolic links.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,12 +28,24 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaximp._frontends.files import dataset_of, explain_files, output_labels, output_names
+from jaximp._frontends.files import (
+    check_file_columns,
+    check_not_source,
+    dataset_of,
+    explain_files,
+    file_columns,
+    interrupts,
+    output_folder,
+    output_labels,
+    output_names,
+    publish_outputs,
+)
 from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, write_plots, write_report
 from jaximp._importances.interaction import interaction
 from jaximp._importances.loss_change import loss_function_change
 from jaximp._importances.permutation import permutation_importance
 from jaximp._importances.pvc import prediction_values_change
+from jaximp._importances.scoring import MODEL_LOSSES
 from jaximp._importers.catboost import from_catboost
 from jaximp._importers.lightgbm import from_lightgbm
 from jaximp._importers.xgboost import from_xgboost
@@ -35,6 +55,7 @@ from jaximp._rows.inputs import as_features
 # file name suffix -> the library whose model files use it
 _SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM"}
 SUMMARY_POINTS = 2000  # rows drawn in the beeswarm plot
+REPORT = "report.md"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +99,23 @@ class Run:
 
 def load_model(path: str) -> tuple[Any, str]:
     """``(ensemble, library name)`` of a CatBoost (.cbm, .json), XGBoost (.json, .ubj) or
-    LightGBM (.txt) model file, told apart by the suffix and, for JSON, by the content."""
+    LightGBM (.txt) model file, told apart by the suffix and, for JSON, by the content.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a model file jaximp reads, or one nested too deeply to read (a damaged
+            or hostile file; Python's parsers recurse per level).
+    """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"MODEL {path!r}: no such file")
+    try:
+        return _load_model(path)
+    except RecursionError:
+        raise ValueError(f"MODEL {path!r} is nested too deeply to be read as a model file (a damaged or "
+                         "hostile file)") from None
+
+
+def _load_model(path: str) -> tuple[Any, str]:
     with open(path, "rb") as f:
         head = f.read(64)
     suffix = os.path.splitext(path)[1].lower()
@@ -177,37 +212,55 @@ class Inputs:
 
 
 def explain(options: Options) -> str:
-    """Run ``jaximp explain`` with ``options``; the path of the report written."""
+    """Run ``jaximp explain`` with ``options``; the path of the report written.
+
+    Every output is written in a hidden folder inside ``options.out`` and moved into it once
+    complete (:func:`publish_outputs`); on any error or interruption that folder is removed, and
+    ``options.out`` keeps what it held before.
+    """
     run, started = Run(), time.perf_counter()
     method = _method(options)
     device = _device(options.device)
     devices = None if options.device is None else [device]
     with jax.default_device(device):
         inputs = _read_inputs(run, options)
-        if os.path.exists(options.out) and not os.path.isdir(options.out):
-            raise ValueError(f"--out {options.out!r} is a file; it must be a directory (created if missing)")
-        os.makedirs(options.out, exist_ok=True)
-        importances, target_rows = _importances(run, inputs, options, devices)
-        shap_path = os.path.join(options.out, "shap.parquet")
-        run.say(f"SHAP values ({method}): {options.data} -> {shap_path}")
-        mean_abs, n_rows = run.timed(f"SHAP values ({method}), streamed to shap.parquet", _stream_shap, inputs,
-                                     options, method, shap_path, devices)
-        interactions = _model_only(run, "Interaction", interaction, inputs.ens)
+        out = output_folder(options.out)
+        staging = tempfile.mkdtemp(prefix=".jaximp-explain-", suffix=".partial", dir=out)
+        try:
+            with interrupts() as interrupted:
+                written = _outputs(run, inputs, options, method, device, devices, staging, started)
+                if interrupted():  # an interrupt that Python ignored (raised in a garbage collector callback)
+                    raise KeyboardInterrupt
+                return publish_outputs(staging, out, written)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _outputs(run: Run, inputs: Inputs, options: Options, method: str, device: Any, devices: Any, staging: str,
+             started: float) -> list[str]:
+    """Write every output of the run in the folder ``staging``; their file names, the report last."""
+    importances, target_rows = _importances(run, inputs, options, devices)
+    shap_path = os.path.join(staging, "shap.parquet")
+    run.say(f"SHAP values ({method}): {options.data} -> {os.path.join(options.out, 'shap.parquet')}")
+    mean_abs, n_rows = run.timed(f"SHAP values ({method}), streamed to shap.parquet", _stream_shap, inputs,
+                                 options, method, shap_path, devices)
+    interactions = _model_only(run, "Interaction", interaction, inputs.ens)
 
     ens, labels = inputs.ens, output_labels(inputs.ens)
     table = importance_table(inputs.columns, mean_abs, labels, importances)
-    write_csv(os.path.join(options.out, "importances.csv"), table)
+    write_csv(os.path.join(staging, "importances.csv"), table)
     if len(labels) > MAX_SUMMARIES:
         run.notes.append(f"SHAP summary plots of the first {MAX_SUMMARIES} of the {len(labels)} outputs only.")
     sample = run.timed("read a sample of rows for the beeswarm plot", _summary_sample, inputs.dataset,
                        inputs.columns, shap_path, n_rows)
-    plots = run.timed("plots", write_plots, options.out, inputs.columns, table, labels, _shap_columns(ens),
+    plots = run.timed("plots", write_plots, staging, inputs.columns, table, labels, _shap_columns(ens),
                       interactions, sample, n_rows, "class" if ens.class_names else "output")
     run.timings.append(("total", time.perf_counter() - started))
     summary = Summary(options=options, library=inputs.library, ens=ens, n_rows=n_rows, method=method,
                       labels=labels, background_rows=None if inputs.background is None else len(inputs.background),
                       target_rows=target_rows, device=_device_name(device), plots=plots)
-    return write_report(os.path.join(options.out, "report.md"), table, run, summary)
+    write_report(os.path.join(staging, REPORT), table, run, summary)
+    return ["shap.parquet", "importances.csv"] + [name for _, name in plots] + [REPORT]
 
 
 def _method(options: Options) -> str:
@@ -226,17 +279,30 @@ def _read_inputs(run: Run, options: Options) -> Inputs:
     ens, library = run.timed("load the model", load_model, options.model)
     run.say(f"model: {options.model} ({library}, {describe_model(ens)})")
     dataset = dataset_of(options.data, "DATA")
+    check_not_source(dataset, os.path.join(os.path.expanduser(options.out), "shap.parquet"), "DATA", "--out")
+    _check_each_file(dataset, ens, options.target, "DATA")
     if options.target is not None and options.target not in dataset.schema.names:
         raise ValueError(f"--target {options.target!r} is not a column of DATA {options.data!r} "
                          f"(it has {_listed(list(dataset.schema.names))})")
     columns = data_columns(dataset, ens, options.target, "DATA", options.data)
+    check_file_columns(dataset, columns + ([options.target] if options.target else []), "DATA")
     _check_rows(ens, first_rows(dataset, columns, 256), options.data)
     background = None
     if options.background is not None:
         source = dataset_of(options.background, "--background")
+        _check_each_file(source, ens, None, "--background")
         chosen = data_columns(source, ens, options.target, "--background", options.background)
+        check_file_columns(source, chosen, "--background")
         background = run.timed("read the background", lambda: source.to_table(columns=chosen).to_pandas())
     return Inputs(ens, library, dataset, columns, background)
+
+
+def _check_each_file(dataset: Any, ens: Any, target: str | None, what: str) -> None:
+    """A column that one file of several has and another lacks (the model's, or the target),
+    named with the file that lacks it; before the checks against the first file's schema."""
+    present = {name for names in file_columns(dataset, what).values() for name in names}
+    wanted = (list(ens.feature_names) if has_real_names(ens) else []) + ([target] if target else [])
+    check_file_columns(dataset, [name for name in wanted if name in present], what)
 
 
 def _importances(run: Run, inputs: Inputs, options: Options, devices: Any) -> tuple[dict[str, np.ndarray], int]:
@@ -307,7 +373,14 @@ def _model_only(run: Run, name: str, function: Callable, ens: Any) -> np.ndarray
 def _with_target(run: Run, ens: Any, dataset: Any, columns: list[str], options: Options, devices: Any,
                  importances: dict) -> int:
     """Permutation importance and LossFunctionChange on the first ``target_rows`` rows, read into
-    memory, added to ``importances``; the number of rows used."""
+    memory, added to ``importances``; the number of rows used (0: not computed, with a note,
+    for a model whose loss jaximp does not compute: both score with it)."""
+    if ens.loss_function not in MODEL_LOSSES:
+        loss = f"its loss {ens.loss_function!r}, not one" if ens.loss_function else "no training loss, none of those"
+        run.notes.append(f"Permutation importance and LossFunctionChange not computed: they score with the model's "
+                         f"loss ({', '.join(MODEL_LOSSES)}), and the model records {loss}; in Python, "
+                         "jaximp.permutation_importance(ens, X, y, scoring=...) scores with a metric of your choice.")
+        return 0
     frame = run.timed("read the target rows", first_rows, dataset, columns + [options.target], options.target_rows)
     X, y = frame[columns], frame[options.target].to_numpy()
     if len(frame) == options.target_rows and dataset.count_rows() > options.target_rows:

@@ -36,7 +36,7 @@ class Summary:
     method: str  # the SHAP method
     labels: list[str]  # the K output labels
     background_rows: int | None  # rows of --background, None without it
-    target_rows: int  # rows used with --target, 0 without it
+    target_rows: int  # rows used with --target, 0 without it (or when the model's loss is not computed)
     device: str  # the device's name, e.g. "cpu"
     plots: list[tuple[str, str]]  # [(caption, PNG file name)] in the output directory
 
@@ -137,9 +137,12 @@ def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -
         ("SHAP method", summary.method + (f", background {_code(options.background)} "
                                              f"({summary.background_rows:,} rows)" if options.background else "")),
     ]
-    if options.target is not None:
+    if options.target is not None and summary.target_rows:
         rows.append(("target", f"{_code(options.target)}: permutation importance ({options.repeats} repeats, seed "
                                f"{options.seed}) and LossFunctionChange on {summary.target_rows:,} rows"))
+    elif options.target is not None:
+        rows.append(("target", f"{_code(options.target)}: permutation importance and LossFunctionChange not "
+                               "computed (see the notes)"))
     rows.append(("device", summary.device))
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
 

@@ -131,7 +131,8 @@ def loss_function_change(
     Returns:
         ``f32[F]``; positive when the loss grows without the feature. NumPy for rows in host
         memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
-        summed block by block on the device: only ``F + 1`` sums per block come back).
+        summed block by block on the device: only ``F + 1`` sums per block come back). The
+        dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` (the covers of the SHAP
     values), ``ens.scale``, ``ens.bias``, ``sample_weight`` and, for regression, ``y``;
@@ -166,7 +167,8 @@ def loss_function_change(
     traced = is_traced((total, delta))  # under jax.grad, jit or vmap: the result stays in JAX
     weight = jnp.sum(weights) if is_traced(weights) else weights.astype(np.float64).sum()
     result = to_columns(ens, metric_change(loss, weight, total, delta), axis=0, per="representative")  # [F]
-    return result if traced else like_rows(np.asarray(result, np.float32), x)
+    dtype = jax.dtypes.canonicalize_dtype(ens.leaf_values.dtype)  # the model's: float64 under jax_enable_x64
+    return result if traced else like_rows(np.asarray(result, dtype), x)
 
 
 def metric_change(loss: ModelLoss, weight: float, total: Any, delta: Any) -> np.ndarray:

@@ -10,6 +10,9 @@ Targets are what :func:`as_targets` makes of the user's ``y``:
 * binary (``Logloss``/``CrossEntropy``): ``f32[n]`` in ``[0, 1]`` (class labels mapped to 0/1
   through the model's class names); raw = log-odds of the second class;
 * multiclass (``MultiClass``): ``i32[n]`` class indices; raw = per-class scores, softmax.
+* a model that records no loss jaximp knows the outputs of (an XGBoost ``count:poisson`` or
+  quantile model, a CatBoost file without its loss): ``f32[n]`` or ``f32[n, K]`` numbers as
+  given, for a scoring function only (its task is ``"unknown"``).
 
 Two families:
 
@@ -39,19 +42,13 @@ from jaximp._importances import metrics
 from jaximp._importances.metrics import predicted_class
 from jaximp._models.ensemble import Ensemble
 
-Task = str  # "regression" | "multiregression" | "binary" | "multiclass"
+Task = str  # "regression" | "multiregression" | "binary" | "multiclass" | "unknown" (no loss recorded)
 _BINARY_LOSSES = ("Logloss", "CrossEntropy")
 _MULTICLASS_LOSSES = ("MultiClass", "MultiClassOneVsAll")
 
 
-def check_loss_known(ens: Ensemble, fn_name: str) -> None:
-    """A ValueError when the model file did not record its training loss (never guessed)."""
-    if not ens.loss_function:
-        raise ValueError(
-            f"{fn_name}: the model's loss_function must be known for this result; the model file "
-            "does not record it: import it with jaximp.from_catboost(model, loss_function='RMSE') "
-            "(or the loss it was trained with)"
-        )
+_CATBOOST_FILE = ("a CatBoost model file that does not record its loss: import it with "
+                  "jaximp.from_catboost(path, loss_function='RMSE'), or the loss it was trained with")
 
 
 def task_of(ens: Ensemble, fn_name: str = "task_of") -> Task:
@@ -60,10 +57,12 @@ def task_of(ens: Ensemble, fn_name: str = "task_of") -> Task:
     A model with no loss but one output per class (scikit-learn's tree and forest classifiers,
     whose outputs are class probabilities) is "multiclass": scorers of the highest-scoring
     class apply to it, not those that read its outputs as logits (see :func:`resolve_scoring`).
+    Any other model without a loss is "unknown": only a scoring function can score it.
     """
     if not ens.loss_function and ens.n_outputs > 1 and len(ens.class_names) == ens.n_outputs:
         return "multiclass"
-    check_loss_known(ens, fn_name)
+    if not ens.loss_function:
+        return "unknown"
     if ens.loss_function in _BINARY_LOSSES:
         return "binary"
     if ens.loss_function in _MULTICLASS_LOSSES:
@@ -171,12 +170,18 @@ MODEL_LOSSES: dict[str, ModelLoss] = {
 
 
 def model_loss(ens: Ensemble, fn_name: str) -> ModelLoss:
-    """The :class:`ModelLoss` of ``ens.loss_function``, or a ValueError naming the supported ones."""
-    check_loss_known(ens, fn_name)
+    """The :class:`ModelLoss` of ``ens.loss_function`` for CatBoost's LossFunctionChange, or a
+    ValueError that names the supported losses and what to do instead."""
+    instead = "permutation_importance(ens, X, y, scoring=...) measures importance with a metric of your choice"
+    if not ens.loss_function:
+        raise ValueError(
+            f"{fn_name}: the model's loss_function must be known: LossFunctionChange is the change of the "
+            f"training loss, and this model records none ({_CATBOOST_FILE}; for other models, {instead})"
+        )
     if ens.loss_function not in MODEL_LOSSES:
         raise ValueError(
-            f"{fn_name}: the model's loss_function must be one of {sorted(MODEL_LOSSES)} to be "
-            f"computed here; got {ens.loss_function!r} (pass scoring= a metric name or function)"
+            f"{fn_name}: the model's loss_function must be one of {sorted(MODEL_LOSSES)} (LossFunctionChange "
+            f"is the change of the training loss); got {ens.loss_function!r} ({instead})"
         )
     return MODEL_LOSSES[ens.loss_function]
 
@@ -200,13 +205,20 @@ def resolve_scoring(scoring: Any, ens: Ensemble, task: Task, fn_name: str) -> Ca
         TypeError: ``scoring`` is neither None, a string nor callable.
     """
     if scoring is None:
-        return loss_score(model_loss(ens, fn_name))
+        if ens.loss_function not in MODEL_LOSSES:
+            raise ValueError(_scoring_needed(ens, task, fn_name))
+        return loss_score(MODEL_LOSSES[ens.loss_function])
     if callable(scoring):
         return scoring
     if not isinstance(scoring, str):
         raise TypeError(
             f"{fn_name}: scoring must be None, a scorer name or a function (y, raw, w) -> score; "
             f"got {type(scoring).__name__}"
+        )
+    if task == "unknown":
+        raise ValueError(
+            f"{fn_name}: scoring {scoring!r} needs to know what the model's outputs are, and the model records no "
+            f"loss; pass scoring= a function (y, raw, sample_weight) -> score ({_CATBOOST_FILE})"
         )
     valid = sorted(name for name, (_, tasks) in SCORERS.items() if task in tasks)
     if scoring not in SCORERS:
@@ -228,6 +240,21 @@ def resolve_scoring(scoring: Any, ens: Ensemble, task: Task, fn_name: str) -> Ca
             f"outputs are not logits (use 'accuracy', 'balanced_accuracy', 'f1_macro' or a function)"
         )
     return fn
+
+
+def _scoring_needed(ens: Ensemble, task: Task, fn_name: str) -> str:
+    """The message of a default scoring (the model's own loss) that the model does not define."""
+    valid = sorted(name for name, (_, tasks) in SCORERS.items() if task in tasks)
+    names = f"a scorer name ({', '.join(map(repr, valid[:4]))}, ...) or " if valid else ""
+    if not ens.loss_function:
+        kind = "its outputs are class probabilities and " if task == "multiclass" else ""
+        why = f"{kind}it records no training loss to score with by default (its loss_function must be known)"
+        also = "" if task == "multiclass" else f" ({_CATBOOST_FILE})"
+    else:
+        why = f"its loss {ens.loss_function!r} is not one jaximp computes ({', '.join(sorted(MODEL_LOSSES))})"
+        also = ""
+    return (f"{fn_name}: scoring must be given for this model: {why}; pass scoring= {names}a function "
+            f"(y, raw, sample_weight) -> score{also}")
 
 
 # ----------------------------------------------------------------------------------------
@@ -352,7 +379,8 @@ def as_targets(y: Any, ens: Ensemble, n_rows: int, fn_name: str) -> np.ndarray:
 
     Returns:
         ``f32[N]`` (regression, binary), ``f32[N, K]`` (multi-regression) or ``i32[N]``
-        (multiclass class indices).
+        (multiclass class indices); for a model without a loss, ``f32[N]`` or ``f32[N, K]`` as
+        given.
 
     Raises:
         TypeError: non-numeric targets for a regression.
@@ -398,6 +426,8 @@ def _shaped(y: Any, ens: Ensemble, task: Task, n_rows: int, fn_name: str) -> Any
     if y.ndim == 2 and y.shape[1] == 1 and task != "multiregression":
         y = y[:, 0]
     want = (n_rows, ens.n_outputs) if task == "multiregression" else (n_rows,)
+    if task == "unknown" and y.shape == (n_rows, ens.n_outputs):  # a scoring function reads y as given
+        want = y.shape
     if y.shape != want:
         raise ValueError(f"{fn_name}: y must have shape {want}, one target per row of X; got {y.shape}")
     return y

@@ -20,6 +20,7 @@ from jax import Array
 from jaximp._leaves import oblivious, trees
 from jaximp._models.ensemble import Ensemble, check_model, register_predict, squeeze_outputs
 from jaximp._rows.batching import map_rows, sum_rows
+from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 
 
@@ -63,15 +64,16 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool), or
+            one row given 1-D (``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``i32[N, T]``; for an oblivious tree, bit ``d`` of ``[n, t]`` is the outcome of tree
-        ``t``'s split at depth ``d``. NumPy for rows in host memory, a ``jax.Array`` on the
-        rows' device for rows given as one.
+        ``i32[N, T]`` (``i32[T]`` for one row given 1-D); for an oblivious tree, bit ``d`` of
+        ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``. NumPy for rows in host
+        memory, a ``jax.Array`` on the rows' device for rows given as one.
         Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
 
     Raises:
@@ -85,9 +87,10 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
         True
     """
     kernel = kernels(ens, "leaf_indices").leaves
+    X, single = one_row(X, ens, "leaf_indices")
     x = as_features(X, ens, "leaf_indices")
-    return map_rows(kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
-                    host_dtype=np.int32, progress=progress)
+    return first_row(map_rows(kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
+                              host_dtype=np.int32, progress=progress), single)
 
 
 @register_predict
@@ -98,7 +101,10 @@ def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: An
     The same as ``ens.predict(X)`` (:meth:`ObliviousEnsemble.predict`,
     :meth:`TreeEnsemble.predict`), with a progress bar (tqdm) when the call lasts over 2
     seconds; ``progress=False`` silences it. NumPy for rows in host memory, a ``jax.Array`` on
-    the rows' device for rows given as one.
+    the rows' device for rows given as one. One row given 1-D (an ``[F]`` array or list, a
+    pandas Series such as ``X.iloc[0]``) gives a scalar ``f32[]`` (K == 1) or ``f32[K]``, as
+    CatBoost's ``predict`` does. The dtype is the model's (float64 for a float64 model under
+    ``jax_enable_x64``).
 
     Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias``; piecewise constant in
     ``X`` and the borders.
@@ -106,13 +112,16 @@ def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: An
     Example:
         >>> jaximp.predict(ens, X).shape
         (442,)
+        >>> bool(np.isclose(jaximp.predict(ens, X.iloc[0]), model.predict(X.iloc[0]), rtol=1e-5, atol=1e-3))
+        True
         >>> import jax
         >>> isinstance(jaximp.predict(ens, jax.numpy.asarray(X.to_numpy())), jax.Array)
         True
     """
     kernels(ens, "predict")
-    return predict_rows(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices,
-                        progress=progress)
+    X, single = one_row(X, ens, "predict")
+    return first_row(predict_rows(ens, as_features(X, ens, "predict"), batch_size=batch_size, devices=devices,
+                                  progress=progress), single)
 
 
 def predict_rows(ens: Ensemble, x: Any, *, batch_size: int | None = None, devices: Any = None,

@@ -376,19 +376,28 @@ def sum_blocks(kernel: Callable, params: Any, rows: Any, *, batch_size: int | No
     (identical, not only close). Padding rows must add nothing (give them zero weight).
 
     Returns:
-        The summed pytree, ``f64`` NumPy arrays (traced float32 when ``params`` or ``rows`` are
-        traced: one call, summed on the device).
+        The summed pytree, ``f64`` NumPy arrays (traced, in the kernel's dtype, when ``params``
+        or ``rows`` are traced: one call, summed on the device).
     """
-    total = None
+    return _summed_blocks(kernel, params, rows, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                          row_floats=row_floats, progress=progress, **static)[0]
+
+
+def _summed_blocks(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any,
+                   fn_name: str, row_floats: int = 0, progress: bool = True, **static: Any) -> tuple[Any, Any]:
+    """``(the sum of :func:`sum_blocks`, the dtypes of the kernel's outputs)``: a reduction's
+    result then takes the kernel's dtype (float64 for a float64 model under ``jax_enable_x64``)."""
+    total, dtypes = None, None
     for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
                       row_floats=row_floats, progress=progress, per_block=True):
+        dtypes = jax.tree_util.tree_map(lambda a: a.dtype, out)
         if is_traced(out):
-            return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0), out)
+            return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0), out), dtypes
         parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
         if total is not None:
             parts = jax.tree_util.tree_map(lambda t, a: np.concatenate([t[None], a]), total, parts)
         total = jax.tree_util.tree_map(lambda a: np.add.accumulate(a, axis=0)[-1], parts)
-    return total
+    return total, dtypes
 
 
 def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any,
@@ -401,16 +410,18 @@ def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int |
     block's sum. Memory: one step's per-row output.
 
     Returns:
-        The mean as float32: NumPy when ``rows`` are in host memory, ``jax.Array`` when they are
+        The mean in the kernel's dtype (float32; float64 for a float64 model under
+        ``jax_enable_x64``): NumPy when ``rows`` are in host memory, ``jax.Array`` when they are
         one (or traced).
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     weight = (jnp if on_device(rows) else np).ones(n, np.float32)
-    total = weighted_sums(kernel, params, rows, weight, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                          absolute=True, row_floats=row_floats, progress=progress, **static)
+    total, dtypes = _summed_blocks(_block_sum_kernel, params, (rows, weight), batch_size=batch_size,
+                                   devices=devices, fn_name=fn_name, row_floats=row_floats, progress=progress,
+                                   inner=kernel, inner_static=tuple(sorted(static.items())), absolute=True)
     if is_traced(total):
         return jax.tree_util.tree_map(lambda a: a / n, total)
-    mean = jax.tree_util.tree_map(lambda a: (a / n).astype(np.float32), total)
+    mean = jax.tree_util.tree_map(lambda a, dtype: (a / n).astype(dtype), total, dtypes)
     return like_rows(mean, rows)
 
 

@@ -3,6 +3,12 @@
 Everything a kernel sees is ``f32[N, F]`` in the model's column order: this module turns NumPy
 and JAX arrays, pandas and polars DataFrames and numeric ``catboost.Pool`` objects into that,
 or raises a ``TypeError``/``ValueError`` naming the argument and what was expected.
+
+Subnormal values (``0 < |x| < 2**-126``, e.g. ``1e-40``) become ``±2**-126``, the smallest normal
+float32 of their sign: XLA on CPU flushes subnormals to zero inside every kernel, which would
+send ``1e-40`` the way of ``0`` at a split on ``x > 0``; the smallest normal value of the same sign
+compares with every normal border (and 0) as the subnormal does, so the libraries' decisions
+are kept.
 """
 
 from __future__ import annotations
@@ -69,9 +75,11 @@ def _as_features(X: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray | 
         if is_pool(X):  # its raw values stay inside CatBoost: read through a probe
             return pool_rows(X, ens, fn_name, arg)
         return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
+    if isinstance(X, (list, tuple)):
+        X = _list_rows(X, ens, fn_name, arg)
     codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
     if codes is not None and needs_codes(X, codes):
-        return encode_rows(X, ens, fn_name, arg)
+        return without_subnormals(encode_rows(X, ens, fn_name, arg))
     columns = frame_columns(X)
     if columns is not None:
         X = _select_frame(X, columns, ens, fn_name, arg)
@@ -80,24 +88,67 @@ def _as_features(X: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray | 
     if isinstance(X, jax.Array):
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
             raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {X.dtype}")
+        _check_real(X.dtype, fn_name, arg)
         check_shape(X.shape, ens, fn_name, arg)
-        return X.astype(np.float32)
+        return without_subnormals(X.astype(np.float32))
     if not isinstance(X, (np.ndarray, list, tuple)):
         raise TypeError(
             f"{fn_name}: {arg} must be a NumPy or JAX array, a pandas or polars DataFrame or a "
             f"catboost.Pool; got {type(X).__name__}"
         )
+    if np.ma.is_masked(X):  # np.asarray would read the masked entries' hidden values
+        raise TypeError(f"{fn_name}: {arg} must not be a masked array with masked entries; pass {arg}.filled(np.nan) "
+                        "to read them as missing values")
     try:
         array = np.asarray(X)
     except ValueError as e:
         raise ValueError(f"{fn_name}: {arg} must be a rectangular [N, {ens.n_features}] array ({e})") from e
+    _check_real(array.dtype, fn_name, arg)
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
         try:
             array = array.astype(np.float32)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {array.dtype}") from e
     check_shape(array.shape, ens, fn_name, arg)
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return without_subnormals(np.ascontiguousarray(array, dtype=np.float32))
+
+
+def _list_rows(X: list | tuple, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
+    """A list of rows as an array; rows that mix numbers and strings (raw categorical values) as
+    an object array, each value kept as it is (NumPy would turn every number into a string)."""
+    try:
+        array = np.asarray(X)
+        if array.dtype.kind in "US":
+            array = np.asarray(X, dtype=object)
+    except ValueError as e:
+        raise ValueError(f"{fn_name}: {arg} must be a rectangular [N, {ens.n_features}] array ({e})") from e
+    return array
+
+
+_MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2**-126
+
+
+def without_subnormals(x: Any) -> Any:
+    """``f32`` rows ``x`` with each subnormal value replaced by the smallest normal float32 of its
+    sign (see the module docstring); ``x`` itself when it holds none (host rows: the caller's
+    array is never changed). JAX rows (on a device, or traced) are mapped by a jitted kernel
+    that reads the bits, which XLA's flushing does not touch."""
+    if isinstance(x, jax.Array):
+        return _device_without_subnormals(x)
+    tiny = (np.abs(x) < _MIN_NORMAL) & (x != 0)
+    if not tiny.any():
+        return x
+    x = x.copy()  # keeps an EvaluatedRows marker
+    x[tiny] = np.copysign(np.float32(_MIN_NORMAL), x[tiny])
+    return x
+
+
+@jax.jit
+def _device_without_subnormals(x: jax.Array) -> jax.Array:
+    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+    subnormal = ((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)
+    normal = jnp.where(bits < 0, jnp.float32(-_MIN_NORMAL), jnp.float32(_MIN_NORMAL))
+    return jnp.where(subnormal, normal, x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +240,7 @@ def _columns_of(X: Any, ens: Ensemble, fn_name: str, arg: str):
 
 def _float_column(values: Any, name: str, fn_name: str, arg: str) -> np.ndarray:
     values = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    _check_real(values.dtype, fn_name, f"{arg}'s column {name!r}")
     try:
         return np.asarray(values, np.float32)
     except (TypeError, ValueError) as e:
@@ -258,8 +310,24 @@ def _select_frame(X: Any, columns: list[str], ens: Ensemble, fn_name: str, arg: 
         bad = [c for c, dt in frame.schema.items() if not (dt.is_numeric() or str(dt) == "Boolean")]
     if bad:
         raise TypeError(f"{fn_name}: {arg} must hold numbers; non-numeric columns {bad[:10]}")
+    if type(X).__module__.startswith("pandas"):
+        for dtype in set(frame.dtypes):
+            _check_real(dtype, fn_name, arg)
     array = frame.to_numpy(dtype=np.float32) if type(X).__module__.startswith("pandas") else frame.to_numpy()
     return np.asarray(array, np.float32)
+
+
+def _check_real(dtype: Any, fn_name: str, arg: str) -> None:
+    """A ``TypeError`` for complex numbers (a cast would drop the imaginary part) and for dates and
+    durations (a cast would read their integer counts as feature values)."""
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:  # pandas extension dtypes: numeric ones are real
+        return
+    if kind in "cmM":
+        what = {"c": "complex numbers", "m": "durations", "M": "dates"}[kind]
+        raise TypeError(f"{fn_name}: {arg} must hold real numbers; got {what} (dtype {dtype}): convert them to "
+                        "the numbers the model was trained on")
 
 
 def _numeric_pandas(dtype: Any) -> bool:

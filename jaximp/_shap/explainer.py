@@ -8,6 +8,7 @@ import numpy as np
 from jax import Array
 
 from jaximp._models.ensemble import Ensemble
+from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features, as_raw_columns, display_values
 from jaximp._shap.values import layout_kernels
 
@@ -62,10 +63,12 @@ class Explainer:
                     progress: bool = True, fn_name: str = "Explainer.shap_values") -> Any:
         """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]`` from the explainer's tables,
         as :func:`shap_values` computes them: NumPy for rows in host memory, a ``jax.Array`` on
-        the rows' device for rows given as one."""
+        the rows' device for rows given as one; ``f32[F]`` (``f32[F, K]``) for one row given
+        1-D, as shap's ``TreeExplainer.shap_values``. The dtype is the model's."""
+        X, single = one_row(X, self.ens, fn_name)
         x = as_features(X, self.ens, fn_name)
-        return self._kernels.values(self.ens, self.tables, x, batch_size=batch_size, devices=devices,
-                                    fn_name=fn_name, progress=progress)
+        return first_row(self._kernels.values(self.ens, self.tables, x, batch_size=batch_size, devices=devices,
+                                              fn_name=fn_name, progress=progress), single)
 
     def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None, progress: bool = True):
         """A ``shap.Explanation`` of the rows ``X``.
@@ -75,15 +78,26 @@ class Explainer:
             ``f32[N]`` (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's feature names.
             With categorical features, ``data`` holds the float columns and NaN in the
             categorical ones (shap's plots color by number), and ``display_data`` ``object[N, F]``
-            the raw values.
+            the raw values. One row given 1-D (an ``[F]`` array or list, a pandas Series) gives
+            the explanation of that row, without the row axis: ``values`` ``f32[F]``
+            (``f32[F, K]``), ``base_values`` ``f32[]`` (``f32[K]``), ``data`` ``f32[F]``, as
+            ``explainer(X)[i]`` and shap's ``TreeExplainer`` give them. NumPy arrays whatever the
+            rows (shap's ``Explanation`` and plots read NumPy).
+
+        Example:
+            >>> row = jaximp.Explainer(ens)(X.iloc[0])
+            >>> row.values.shape, row.base_values.shape, row.data.shape
+            ((10,), (), (10,))
         """
         try:
             import shap
         except ImportError as e:  # pragma: no cover - shap is an optional dependency
             raise ImportError("Explainer.__call__: returning a shap.Explanation needs the shap package "
                               "(pip install shap); Explainer.shap_values works without it") from e
+        X, single = one_row(X, self.ens, "Explainer")
         x = as_features(X, self.ens, "Explainer")
-        values = self.shap_values(x, batch_size=batch_size, devices=devices, progress=progress, fn_name="Explainer")
+        values = np.asarray(self.shap_values(x, batch_size=batch_size, devices=devices, progress=progress,
+                                             fn_name="Explainer"))  # shap's Explanation and plots read NumPy
         expected = np.asarray(self.expected_value)
         data, display = np.asarray(x), None
         featurizer = self.ens.featurizer
@@ -91,11 +105,13 @@ class Explainer:
             display = display_values(X, self.ens, "Explainer")
             data = np.full((x.shape[0], self.ens.n_features), np.nan, np.float32)
             data[:, list(featurizer.float_columns)] = as_raw_columns(X, self.ens, "Explainer").floats
+        base_values = np.broadcast_to(expected, (x.shape[0],) + expected.shape).copy()
+        values, base_values, data = first_row((values, base_values, data), single)
         return shap.Explanation(
             values=values,
-            base_values=np.broadcast_to(expected, (x.shape[0],) + expected.shape).copy(),
+            base_values=base_values,
             data=data,
-            display_data=display,
+            display_data=first_row(display, single),
             feature_names=list(self.ens.feature_names),
         )
 

@@ -37,6 +37,7 @@ from jax import Array
 
 from jaximp._models.ensemble import Ensemble, check_model
 from jaximp._models.trees import from_oblivious
+from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
 
@@ -138,7 +139,8 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool), or
+            one row given 1-D (an ``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
         method: ``"path_dependent"`` (CatBoost ``shap_calc_type="Regular"``, shap
             ``tree_path_dependent``), ``"exact"`` (CatBoost ``"Exact"``), ``"approximate"``
             (CatBoost ``"Approximate"``, Saabas) or ``"interventional"`` (needs ``background``;
@@ -153,7 +155,9 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
     Returns:
         ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
         ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
-        host memory, a ``jax.Array`` on the rows' device for rows given as one.
+        host memory, a ``jax.Array`` on the rows' device for rows given as one. One row given
+        1-D gives ``f32[F]`` (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. The
+        dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
 
     Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
     (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
@@ -168,6 +172,8 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
         >>> phi = jaximp.shap_values(ens, X)
         >>> phi.shape
         (442, 10)
+        >>> jaximp.shap_values(ens, X.iloc[0]).shape     # one row given 1-D, as shap
+        (10,)
         >>> catboost_phi = model.get_feature_importance(catboost.Pool(X), type="ShapValues")
         >>> np.allclose(phi, catboost_phi[:, :-1], rtol=1e-5, atol=1e-3)  # float32 sums
         True
@@ -193,7 +199,7 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (as for :func:`shap_values`).
+        X: ``[N, F]`` rows (as for :func:`shap_values`; one row given 1-D counts as one row).
         method, background: as for :func:`shap_values`.
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
@@ -222,13 +228,15 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
 
 def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int | None, devices: Any,
             fn_name: str, reduce: bool = False, progress: bool = True) -> Any:
-    """SHAP values ``[N, F(, K)]``, or with ``reduce`` their mean |.| ``[F(, K)]``: the layout's
-    plan, then its values."""
+    """SHAP values ``[N, F(, K)]`` (``[F(, K)]`` for one row given 1-D), or with ``reduce`` their
+    mean |.| ``[F(, K)]``: the layout's plan, then its values."""
     ens, kernels = layout_kernels(ens, method, background, fn_name)
+    X, single = one_row(X, ens, fn_name)
     x, background = _rows(ens, X, background, fn_name)
     plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
-                          progress=progress)
+    values = kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
+                            progress=progress)
+    return values if reduce else first_row(values, single)
 
 
 def expected_value(ens: Ensemble, *, method: str = "path_dependent",
@@ -284,7 +292,7 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows.
+        X: ``[N, F]`` rows, or one row given 1-D (as for :func:`shap_values`).
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device``.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
@@ -292,6 +300,8 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes:
         NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
+        One row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
+        ``TreeExplainer.shap_interaction_values``. The dtype is the model's.
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
     constant in ``X`` and the splits.
@@ -320,7 +330,7 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows.
+        X: ``[N, F]`` rows (one row given 1-D counts as one row).
         batch_size, devices, progress: as for :func:`shap_interaction_values`.
 
     Returns:
@@ -346,8 +356,11 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
 
 def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
                   reduce: bool = False, progress: bool = True) -> Any:
-    """Interaction values ``[N, F, F(, K)]``, or with ``reduce`` their mean |.| ``[F, F(, K)]``."""
+    """Interaction values ``[N, F, F(, K)]`` (``[F, F(, K)]`` for one row given 1-D), or with
+    ``reduce`` their mean |.| ``[F, F(, K)]``."""
     ens, kernels = layout_kernels(ens, "path_dependent", None, fn_name)
+    X, single = one_row(X, ens, fn_name)
     x = as_features(X, ens, fn_name)
-    return kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
-                                progress=progress)
+    values = kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
+                                  progress=progress)
+    return values if reduce else first_row(values, single)
