@@ -10,6 +10,7 @@ with a ``MemoryError`` instead of exhausting the machine, and one that loops fai
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import resource
 import signal
@@ -20,6 +21,8 @@ import numpy as np
 
 SECONDS = 30  # wall clock for one hostile call (imports of real models take well under a second)
 MEGABYTES = 1024  # extra address space one hostile call may map
+# Examples per property-based test in the default run (slow variants run several times more)
+EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 
 
 def _mapped_bytes() -> int:

@@ -29,7 +29,7 @@ def write_parquet(frame, directory, parts=3, row_group_size=50):
     for i, chunk in enumerate(np.array_split(np.arange(len(frame)), parts)):
         pq.write_table(pa.Table.from_pandas(frame.iloc[chunk], preserve_index=False),
                        directory / f"part-{i}.parquet", row_group_size=row_group_size)
-    return str(directory / "*.parquet")
+    return str(directory / "part-*.parquet")
 
 
 def test_explain_files_streams_parquet_like_memory(ensemble, tmp_path, capfd):

@@ -17,22 +17,19 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import struct
 
 import catboost
 import models
 import numpy as np
 import pytest
-from hostile import assert_clear_refusal, outcome
+from hostile import EXAMPLES, assert_clear_refusal, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import assert_close
 
 import jaximp
-from jaximp._importers import catboost_json
 
-EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 # The files mutated -------------------------------------------------------------------------------------------
@@ -159,21 +156,6 @@ def json_mutants(draw):
     return name, text
 
 
-@settings(max_examples=EXAMPLES, **SETTINGS)
-@given(json_mutants())
-def test_mutated_json_models(mutant):
-    name, text = mutant
-    check_property(text, "json", name)
-
-
-@pytest.mark.slow
-@settings(max_examples=10 * EXAMPLES, **SETTINGS)
-@given(json_mutants())
-def test_mutated_json_models_many(mutant):
-    name, text = mutant
-    check_property(text, "json", name)
-
-
 # .cbm mutations -------------------------------------------------------------------------------------------------------
 
 
@@ -212,19 +194,24 @@ def cbm_mutants(draw):
     return name, bytes(data)
 
 
+MUTANTS = {"json": json_mutants(), "cbm": cbm_mutants()}  # kind of file: its mutations
+
+
+@pytest.mark.parametrize("kind", MUTANTS)
 @settings(max_examples=EXAMPLES, **SETTINGS)
-@given(cbm_mutants())
-def test_mutated_cbm_models(mutant):
-    name, data = mutant
-    check_property(data, "cbm", name)
+@given(data=st.data())
+def test_mutated_models(kind, data):
+    name, content = data.draw(MUTANTS[kind])
+    check_property(content, kind, name)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", MUTANTS)
 @settings(max_examples=10 * EXAMPLES, **SETTINGS)
-@given(cbm_mutants())
-def test_mutated_cbm_models_many(mutant):
-    name, data = mutant
-    check_property(data, "cbm", name)
+@given(data=st.data())
+def test_mutated_models_many(kind, data):
+    name, content = data.draw(MUTANTS[kind])
+    check_property(content, kind, name)
 
 
 # Regression tests: each case of the issue -----------------------------------------------------------------------------
@@ -317,10 +304,9 @@ def test_deep_non_symmetric_trees():
 def test_dense_layout_budget(monkeypatch):
     """A layout over the memory budget is refused with the size it would need (here the budget is
     lowered; a real case: depth-16 trees of many outputs, or one deep tree padding many stumps)."""
-    monkeypatch.setattr(catboost_json, "DENSE_BUDGET", 256)
+    monkeypatch.setenv("JAXIMP_MAX_PADDED_BYTES", "256")
     error = _refused(_file("multiclass", "cbm"), "cbm", "bytes", "budget", "4 trees padded to depth 3")
     assert "would take" in str(error)
-    monkeypatch.setattr(catboost_json, "DENSE_BUDGET", 256)
     _refused(_file("lossguide", "json"), "json", "budget")
 
 

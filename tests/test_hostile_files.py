@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from hostile import assert_clear_refusal, outcome
+from hostile import EXAMPLES, assert_clear_refusal, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +37,6 @@ from jaximp._frontends import explain as explain_module
 from jaximp._frontends.cli import main
 from jaximp._shap.explainer import Explainer
 
-EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 NAMES = ["income", "age", "rooms", "floor"]
 N_ROWS, BATCH_ROWS = 240, 60  # four record batches
 

@@ -27,7 +27,7 @@ import lightgbm as lgb
 import models
 import numpy as np
 import pytest
-from hostile import assert_clear_refusal, bounded, outcome
+from hostile import EXAMPLES, assert_clear_refusal, bounded, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import assert_close
@@ -35,7 +35,6 @@ from oracles import assert_close
 import jaximp
 import jaximp._importers.lightgbm_text
 
-EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 slow = pytest.mark.slow
 

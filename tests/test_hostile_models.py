@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hostile import assert_clear_refusal, outcome
+from hostile import EXAMPLES, assert_clear_refusal, outcome
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from models import catboost_categorical, library_categorical, random_ensemble, sklearn_model
@@ -27,7 +26,6 @@ from models import catboost_categorical, library_categorical, random_ensemble, s
 import jaximp
 from jaximp._models.trees import from_oblivious
 
-EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 slow = pytest.mark.slow
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

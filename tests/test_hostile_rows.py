@@ -25,7 +25,6 @@ The number of examples is ``JAXIMP_HYPOTHESIS_EXAMPLES`` (default 25); ``-m slow
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import catboost
@@ -34,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from hostile import assert_clear_refusal, outcome
+from hostile import EXAMPLES, assert_clear_refusal, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from models import (
@@ -52,7 +51,6 @@ from models import (
 
 import jaximp
 
-EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 RTOL, ATOL = 1e-5, 1e-4
 HOSTILE = (np.nan, np.inf, -np.inf, 1e38, -1e38, float(np.finfo(np.float32).max), 1e300, -1e300, 1e-40, -1e-40,
            1e-45, -1e-45, 1e-310, -1e-310, 0.0, -0.0, 2.0**24 + 1, -(2.0**31))

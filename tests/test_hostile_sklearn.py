@@ -12,11 +12,10 @@ the error messages. Tolerances: float32 sums, ``rtol=1e-5, atol=1e-4``.
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 import pytest
-from hostile import assert_clear_refusal, assert_refused_or_equal, outcome
+from hostile import EXAMPLES, assert_clear_refusal, assert_refused_or_equal, outcome
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from models import library_categorical, library_categorical_rows, make_data, sklearn_model
@@ -27,7 +26,6 @@ from sklearn.preprocessing import StandardScaler
 
 import jaximp
 
-EXAMPLES = int(os.environ.get("JAXIMP_HYPOTHESIS_EXAMPLES", 25))
 slow = pytest.mark.slow
 
 

@@ -212,18 +212,6 @@ def test_non_symmetric_categorical_json_export(name):
     assert_close(raw_output(fitted.model, models.pool(frame)), raw_output(fitted.trained, models.pool(frame)))
 
 
-def test_multi_target_models_with_ctrs_are_refused():
-    """CatBoost's JSON export of a MultiRMSE model with CTRs predicts differently from the model
-    (it keeps one CTR table per CTR, not per target): refused rather than wrong."""
-    frame = models.make_frame(300, seed=0)
-    y = models.make_target(frame, "multiregression")
-    model = catboost.CatBoost(dict(loss_function="MultiRMSE", iterations=5, depth=3, verbose=0,
-                                   allow_writing_files=False, cat_features=models.CAT, one_hot_max_size=2))
-    model.fit(frame, y)
-    with pytest.raises(ValueError, match="multi-target model has CTR features"):
-        jaximp.from_catboost(model)
-
-
 def test_text_features_are_refused():
     frame = pd.DataFrame({"t": ["good day", "bad day", "so so", "fine"] * 20, "f": np.arange(80.0)})
     model = catboost.CatBoostClassifier(iterations=2, verbose=0, allow_writing_files=False, text_features=["t"])

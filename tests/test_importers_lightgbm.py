@@ -144,12 +144,6 @@ def test_refuses_what_it_does_not_support(tmp_path):
                        num_boost_round=2)
     with pytest.raises(ValueError, match="linear tree"):
         jaximp.from_lightgbm(linear)
-    Xz = X.copy()
-    Xz[np.random.default_rng(1).random(Xz.shape) < 0.2] = 0.0
-    zero = lgb.train(models.lightgbm_params("regression", num_leaves=15, zero_as_missing=True), lgb.Dataset(Xz, y),
-                     num_boost_round=10)
-    with pytest.raises(ValueError, match="zero_as_missing=False"):
-        jaximp.from_lightgbm(zero)
 
 
 def test_refuses_bad_models(tmp_path):

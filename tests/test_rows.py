@@ -74,7 +74,8 @@ def test_float64_jax_and_list_inputs(regression_model):
     "bad, error, match",
     [
         (np.zeros((4, 5), np.float32), ValueError, "must have 6 columns"),
-        (np.zeros(6, np.float32), ValueError, "rank 2"),
+        (np.zeros((2, 3, 6), np.float32), ValueError, "rank 2"),
+        (np.zeros(5, np.float32), ValueError, "a 1-D X of 5 values, which is one row"),
         (np.zeros((0, 6), np.float32), ValueError, "at least one row"),
         (np.full((2, 6), "a"), TypeError, "must hold numbers"),
         ({"a": 1}, TypeError, "must be a NumPy or JAX array"),
@@ -158,7 +159,6 @@ BAD_CATEGORICAL = [
     (lambda f: f.astype({"c2": float}), TypeError, "c2.*strings or integers"),
     (lambda f: f.drop(columns="c1"), ValueError, r"missing \['c1'\]"),
     (lambda f: f.assign(c0=[None] + list(f.c0[1:])), TypeError, "c0.*missing value"),
-    (lambda f: models.pool(f), TypeError, "raw categorical values"),
     (lambda f: f[["f0", "f1"]].to_numpy(), ValueError, "must have 6 columns"),
 ]
 

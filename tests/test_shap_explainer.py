@@ -96,4 +96,4 @@ def test_errors(regression_model, layout):
     with pytest.raises(ValueError, match="shap_values: X must have 6 columns"):
         shap_values(ens, X[:, :5])
     with pytest.raises(ValueError, match="shap_interaction_values: X must have rank 2"):
-        shap_interaction_values(ens, X[0])
+        shap_interaction_values(ens, X[None])

@@ -9,6 +9,7 @@ the data and runs ``jaximp explain`` on them.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -90,8 +91,6 @@ def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress
 def demo_folder(out: str | None) -> str:
     """``out``, or a new private folder ``jaximp-demo-XXXXXXXX`` in the system's temporary
     directory (``tempfile.mkdtemp``: created for this run only, readable by its user only)."""
-    import tempfile
-
     return out if out is not None else tempfile.mkdtemp(prefix="jaximp-demo-")
 
 

@@ -6,7 +6,6 @@ column, ``reference_data`` and ``model_output``'s rescaling of CatBoost's
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,8 +13,7 @@ import numpy as np
 from jaximp._frontends.dropin_arguments import FN_NAME, SHAP_CALC_TYPES, pool_labels
 from jaximp._leaves.predict import predict
 from jaximp._rows.frames import is_pool
-from jaximp._rows.inputs import as_features
-from jaximp._shap.values import expected_value, shap_interaction_values, shap_values
+from jaximp._shap.values import expected_value, player_interaction_values, shap_interaction_values, shap_values
 
 
 def _outputs_first(values: np.ndarray) -> np.ndarray:
@@ -162,17 +160,6 @@ def _feature_index(ens: Any, value: Any) -> int:
                      f"the model's feature names; got {value!r}")
 
 
-def player_interactions(ens: Any, data: Any) -> np.ndarray:
-    """``f64[N, P, P, K]`` the SHAP interaction values between CatBoost's combination classes (the
-    players, ``ens.players``), before they are unpacked onto columns: the model with each player
-    as a column of its own (attribution only; the rows, evaluated already, are the same)."""
-    players = dataclasses.replace(
-        ens, n_features=ens.n_players, feature_names=tuple(f"player {p}" for p in range(ens.n_players)),
-        players=tuple((p,) for p in range(ens.n_players)), reads=tuple((p,) for p in ens.player_of))
-    values = np.asarray(shap_interaction_values(players, as_features(data, ens, FN_NAME, "data")), np.float64)
-    return values if values.ndim == 4 else values[..., None]
-
-
 def _pair_of_classes(ens: Any, data: Any, i: int, j: int) -> np.ndarray:
     """``f64[N, K, 2, 2]`` (``[N, K, 1, 1]`` when ``i == j``) CatBoost's ShapInteractionValues of
     the pair of columns ``(i, j)`` of a model with combination classes (``CalcShapInteraction``
@@ -180,7 +167,8 @@ def _pair_of_classes(ens: Any, data: Any, i: int, j: int) -> np.ndarray:
     effect of a class holding both goes to both diagonal entries divided by its size, and the
     interaction of two classes to the entries of their columns ``i`` and ``j`` (0 and 1), divided
     by the product of their sizes; the entry ``[1, 0]`` is then that of ``[0, 1]``."""
-    phi = player_interactions(ens, data)  # [N, P, P, K]
+    phi = np.asarray(player_interaction_values(ens, data, FN_NAME), np.float64)  # [N, P, P(, K)]
+    phi = phi if phi.ndim == 4 else phi[..., None]
     first, second = ([p for p, cols in enumerate(ens.players) if c in cols] for c in (i, j))
     size = 1 if i == j else 2
     out = np.zeros((phi.shape[0], phi.shape[3], size, size))

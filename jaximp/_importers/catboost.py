@@ -10,7 +10,8 @@ categorical features' one-hot values and the CTRs (with their tables in ``ctr_da
 names its binary feature by ``split_index``: the float features' borders, then the one-hot
 values, then the CTRs' borders, in that order (``jaximp._models.featurizer`` evaluates the last
 two). Every size is checked against the content before the dense arrays are allocated, and a
-layout over ``DENSE_BUDGET`` is refused with the size it would need.
+layout over the memory budget (``jaximp._importers.padded.check_budget``) is refused with the
+size it would need.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaximp._importers.catboost_json import (
-    check_dense_size,
     check_supported,
     ensemble_fields,
     finite_float32,
@@ -31,6 +31,7 @@ from jaximp._importers.catboost_json import (
     tree_splits,
 )
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
+from jaximp._importers.padded import check_budget
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble
 
@@ -125,8 +126,8 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
                              f"values; its {len(own)} splits and {n_outputs} outputs need {n_outputs << len(own)}")
         if weights is not None and (not isinstance(weights, list) or len(weights) != 1 << len(own)):
             raise ValueError(f"tree {t}'s leaf_weights are not a list of {1 << len(own)} numbers")
-    check_dense_size(len(trees) * (1 << depth) * (n_outputs + 1) * 4 + n_evaluated * n_borders * 4,
-                     f"{len(trees)} trees padded to depth {depth} with {n_outputs} outputs")
+    check_budget(len(trees) * (1 << depth) * (n_outputs + 1) * 4 + n_evaluated * n_borders * 4,
+                     f"{len(trees)} trees padded to depth {depth} with {n_outputs} outputs", "from_catboost")
     borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
     for f, b in enumerate(splits.borders):
         borders_table[f, : len(b)] = b

@@ -165,30 +165,6 @@ def reporting_corrupt_models() -> Iterator[None]:
         raise ValueError(f"from_catboost: the CatBoost model is corrupt ({type(e).__name__}: {e})") from e
 
 
-DENSE_BUDGET = 2 << 30  # bytes the dense layout of one imported model may take
-
-
-def check_dense_size(n_bytes: int, what: str) -> None:
-    """Refuse a model whose dense layout (padded trees, border tables) would take more than
-    :data:`DENSE_BUDGET`, with the size it would need, before anything of that size is allocated.
-
-    Raises:
-        ValueError: ``n_bytes`` is over the budget.
-    """
-    if n_bytes > DENSE_BUDGET:
-        raise ValueError(f"from_catboost: {what} would take {_size(n_bytes)} in jaximp's dense layout, more "
-                         f"than its budget of {_size(DENSE_BUDGET)}; such a model cannot be explained by "
-                         "jaximp (a damaged file can declare it too)")
-
-
-def _size(n_bytes: int) -> str:
-    """``n_bytes`` for people: "3.0 GiB", "12.5 MiB", "512 bytes"."""
-    for unit, shift in (("GiB", 30), ("MiB", 20)):
-        if n_bytes >= 1 << shift:
-            return f"{n_bytes / (1 << shift):.1f} {unit}"
-    return f"{n_bytes} bytes"
-
-
 def finite_float32(values: Any, what: str) -> np.ndarray:
     """``f32[n]`` of a list of numbers, or a ``ValueError`` naming ``what`` when one is not finite
     in float32 (a leaf value beyond float32's range would silently become infinite)."""

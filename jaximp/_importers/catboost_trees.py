@@ -31,7 +31,6 @@ import numpy as np
 
 from jaximp._importers.catboost_json import (
     ModelFeatures,
-    check_dense_size,
     check_supported,
     ensemble_fields,
     finite_float32,
@@ -39,7 +38,7 @@ from jaximp._importers.catboost_json import (
     reporting_corrupt_models,
 )
 from jaximp._importers.cbm import MAX_TREE_DEPTH
-from jaximp._importers.padded import ParsedTree, pad_trees
+from jaximp._importers.padded import ParsedTree, check_budget, pad_trees
 from jaximp._models.trees import TreeEnsemble
 
 
@@ -134,6 +133,6 @@ def _build(model_json: dict, loss_function: str | None) -> TreeEnsemble:
     fields = ensemble_fields(model_json, described, loss_function)
     trees = [_parse_tree(tree, described, t, fields.n_outputs) for t, tree in enumerate(model_json["trees"])]
     n_leaves = max(len(tree.leaf_values) for tree in trees)
-    check_dense_size(len(trees) * n_leaves * (4 * fields.n_outputs + 28),
-                     f"{len(trees)} trees padded to {n_leaves} leaves with {fields.n_outputs} outputs")
+    check_budget(len(trees) * n_leaves * (4 * fields.n_outputs + 28),
+                     f"{len(trees)} trees padded to {n_leaves} leaves with {fields.n_outputs} outputs", "from_catboost")
     return pad_trees(trees, fields, fn_name="from_catboost")

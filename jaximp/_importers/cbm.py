@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from jaximp._importers.cbm_buffers import Table, corrupt, root
+from jaximp._importers.cbm_buffers import Table, corrupt, read_u32, root
 from jaximp._importers.cbm_ctrs import ctr_description, ctr_tables
 
 SIGNATURE = b"CBM1"
@@ -41,10 +41,7 @@ _STEP = np.dtype([("left", "<u2"), ("right", "<u2")])
 
 def read_size(data: bytes, at: int, what: str) -> tuple[int, int]:
     """``(size, position after it)`` of CatBoost's ``SaveSize`` at ``at``."""
-    if at + 4 > len(data):
-        raise corrupt(f"the file ends before the size of {what}")
-    size = struct.unpack_from("<I", data, at)[0]
-    at += 4
+    size, at = read_u32(data, at, f"the size of {what}")
     if size == 0xFFFFFFFF:
         if at + 8 > len(data):
             raise corrupt(f"the file ends before the size of {what}")

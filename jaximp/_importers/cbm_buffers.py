@@ -26,6 +26,14 @@ def corrupt(what: str) -> ValueError:
     return ValueError(f"corrupt FlatBuffers data: {what}")
 
 
+def read_u32(data: bytes, at: int, what: str) -> tuple[int, int]:
+    """``(value, position after it)`` of the little-endian ``u32`` at ``at``, or a clear error when
+    the file ends before ``what``."""
+    if at + 4 > len(data):
+        raise corrupt(f"the file ends before {what}")
+    return struct.unpack_from("<I", data, at)[0], at + 4
+
+
 class Table:
     """One table of a buffer, its vtable checked.
 

@@ -15,11 +15,10 @@ count (the mean-value CTRs).
 from __future__ import annotations
 
 import json
-import struct
 
 import numpy as np
 
-from jaximp._importers.cbm_buffers import Table, corrupt, root
+from jaximp._importers.cbm_buffers import Table, corrupt, read_u32, root
 
 _CTR_TYPES = ("Borders", "Buckets", "BinarizedTargetMeanValue", "FloatTargetMeanValue", "Counter",
               "FeatureFreq")
@@ -84,18 +83,12 @@ def ctr_tables(data: bytes, at: int) -> tuple[dict[str, dict], int]:
     """``({table key: table}, position after them)`` of the CTR part starting at ``at``; each
     table ``{"keys": u64[n], "counts": f64[n, m], "counter_denominator": int}``: per key of the
     hash index its row (see the module docstring)."""
-    if at + 4 > len(data):
-        raise corrupt("the file ends before its CTR tables")
-    count = struct.unpack_from("<I", data, at)[0]
-    at += 4
+    count, at = read_u32(data, at, "its CTR tables")
     if count * 4 > len(data) - at:
         raise corrupt(f"the file declares {count} CTR tables, more than its {len(data) - at} bytes left hold")
     tables = {}
     for k in range(count):
-        if at + 4 > len(data):
-            raise corrupt(f"the file ends before CTR table {k}")
-        size = struct.unpack_from("<I", data, at)[0]
-        at += 4
+        size, at = read_u32(data, at, f"CTR table {k}")
         if size > len(data) - at:
             raise corrupt(f"CTR table {k} declares {size} bytes, but the file has {len(data) - at} left")
         key, table = _value_table(root(bytes(data[at:at + size]), f"CTR table {k}"))

@@ -329,12 +329,14 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
 
 
 def _check_tree_sizes(header: dict[str, str], lengths: list[int]) -> None:
-    """The header's ``tree_sizes`` (when written) must be the trees' lengths: LightGBM finds each
-    tree by them, so a text whose trees grew or shrank is one LightGBM refuses (or misreads)."""
+    """The header's ``tree_sizes`` (when written) must find the trees where they are: LightGBM
+    reads tree ``i`` at the sum of the sizes before it and refuses the text when no tree starts
+    there, so every size but the last must be its tree's length (the last one only moves
+    LightGBM past the trees, as an edited last tree does)."""
     if "tree_sizes" not in header:
         return
     sizes = numbers(header, "tree_sizes", len(header["tree_sizes"].split()), np.int64)
-    if len(sizes) != len(lengths) or np.any(sizes != lengths):
+    if len(sizes) != len(lengths) or np.any(sizes[:-1] != lengths[:-1]) or sizes[-1] < 1:
         raise ValueError(f"its header's tree_sizes ({len(sizes)} sizes) do not match its {len(lengths)} trees' "
                          "text (LightGBM finds the trees by them and refuses such a file too)")
 

@@ -150,7 +150,7 @@ def check_budget(n_bytes: int, what: str, fn_name: str, fix: str = "") -> None:
     budget = padded_budget()
     if n_bytes > budget:
         raise ValueError(f"{fn_name}: {what} would take {_size(n_bytes)}, more than the {_size(budget)} jaximp "
-                         f"allows; {fix + '; or ' if fix else ''}set the environment variable "
+                         f"allows (its memory budget); {fix + '; or ' if fix else ''}set the environment variable "
                          "JAXIMP_MAX_PADDED_BYTES (bytes) to allow more")
 
 
@@ -308,5 +308,6 @@ def float32_below(threshold: np.ndarray) -> np.ndarray:
     the border of a split that sends ``x <= threshold`` left (``x32 > border`` iff
     ``x32 > threshold``; rounding to the nearest float32 instead would send rows equal to a
     rounded-up threshold the wrong way)."""
-    border = threshold.astype(np.float32)
+    with np.errstate(over="ignore"):  # beyond float32: inf, then float32's largest value below
+        border = threshold.astype(np.float32)
     return np.where(border.astype(np.float64) > threshold, np.nextafter(border, np.float32(-np.inf)), border)

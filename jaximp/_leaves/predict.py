@@ -64,7 +64,7 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool), or
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool), or
             one row given 1-D (``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.

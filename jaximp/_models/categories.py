@@ -22,7 +22,9 @@ class CategoryCodes:
             ``columns[j][i]`` has code ``i``), or ``None`` where the model stores none (a numeric
             column, or one whose numbers are codes).
         frame_categories: LightGBM's ``pandas_categorical``: the categories of the training
-            frame's ``category`` columns, matched in order to a new frame's ``category`` columns.
+            frame's ``category`` columns, matched in order to a new frame's ``category`` columns
+            (empty when that frame had none); None for a LightGBM model trained on an array,
+            which reads a frame's ``category`` columns by their own codes.
         lookup_numbers: numbers are looked up in ``columns`` too (scikit-learn); else numbers are
             codes already.
         unseen: what a value outside the training categories becomes: ``"missing"`` (NaN) or
@@ -31,7 +33,7 @@ class CategoryCodes:
 
     library: str
     columns: tuple[tuple | None, ...]
-    frame_categories: tuple[tuple, ...] = ()
+    frame_categories: tuple[tuple, ...] | None = ()
     lookup_numbers: bool = False
     unseen: str = "missing"
 
@@ -41,9 +43,9 @@ class CategoryCodes:
         if not isinstance(self.columns, tuple) or not all(c is None or isinstance(c, tuple) for c in self.columns):
             raise TypeError("CategoryCodes: columns must be a tuple of one entry per input column, each a tuple of "
                             f"categories or None; got {self.columns!r:.200}")
-        if not isinstance(self.frame_categories, tuple) or not all(
-                isinstance(c, tuple) for c in self.frame_categories):
-            raise TypeError("CategoryCodes: frame_categories must be a tuple of tuples; got "
+        if self.frame_categories is not None and (not isinstance(self.frame_categories, tuple) or not all(
+                isinstance(c, tuple) for c in self.frame_categories)):
+            raise TypeError("CategoryCodes: frame_categories must be None or a tuple of tuples; got "
                             f"{self.frame_categories!r:.200}")
         if not isinstance(self.library, str) or not isinstance(self.lookup_numbers, bool):
             raise TypeError("CategoryCodes: library must be a str and lookup_numbers a bool; got "

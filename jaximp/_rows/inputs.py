@@ -1,7 +1,7 @@
 """Host-side checks and normalisation of the rows users pass in.
 
 Everything a kernel sees is ``f32[N, F]`` in the model's column order: this module turns NumPy
-and JAX arrays, pandas and polars DataFrames and numeric ``catboost.Pool`` objects into that,
+and JAX arrays, pandas and polars DataFrames and ``catboost.Pool`` objects into that,
 or raises a ``TypeError``/``ValueError`` naming the argument and what was expected.
 
 Subnormal values (``0 < |x| < 2**-126``, e.g. ``1e-40``) become ``±2**-126``, the smallest normal
@@ -110,7 +110,8 @@ def _as_features(X: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray | 
         except (TypeError, ValueError) as e:
             raise TypeError(f"{fn_name}: {arg} must hold numbers; got dtype {array.dtype}") from e
     check_shape(array.shape, ens, fn_name, arg)
-    return without_subnormals(np.ascontiguousarray(array, dtype=np.float32))
+    with np.errstate(over="ignore"):  # beyond float32: +-inf, as the libraries read them
+        return without_subnormals(np.ascontiguousarray(array, dtype=np.float32))
 
 
 def _list_rows(X: list | tuple, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:

@@ -17,10 +17,11 @@ the values it reads (see ``jaximp._models.thresholds`` for the modes):
   so that passing them on does not convert them twice); a ``jax.Array`` is converted on its
   device (a float64 one, under ``jax_enable_x64``, compared in float64).
 
-Cost (float64 rows only, measured on one CPU core): a binary search of each value among its
-column's thresholds and a clip, about 40-60 ns per value of a column whose values are not exactly
-float32 (values that are, e.g. float32 data stored as float64, take a cast and a compare, a few
-ns); float32 rows cost nothing unless a column is in bins or reads zeros as missing.
+Cost (float64 rows only, measured on one CPU core, 200,000 rows of 10 columns, a LightGBM model
+of 100 trees of 63 leaves): about 17 ns per value for the conversion, where reading the rows as
+float32 takes under 5; only values whose float32 rounding lands next to a border are searched
+among the column's thresholds. Float32 rows cost nothing unless a column is in bins or reads
+zeros as missing.
 """
 
 from __future__ import annotations

@@ -172,7 +172,9 @@ def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, bl
 
 
 def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int,
-                        platform: str) -> Array:
+                        platform: str, per_player: bool = False) -> Array:
+    """``[n, F, F, K]`` interaction values of rows ``x`` (``[n, P, P, K]`` of the players with
+    ``per_player``)."""
     ens, tab = params
     t, d, _, k, _ = tab.values.shape
     f = ens.n_players
@@ -184,7 +186,7 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
         out = jnp.zeros((f * f, k, leaves.shape[1]), gathered.dtype)
         out = out.at[pair_features].add(gathered.reshape(t * d * d, k, -1))
         out = jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, P, P, K]
-        return _pairs_to_columns(ens, out)
+        return out if per_player else _pairs_to_columns(ens, out)
 
     return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k, platform))
 
@@ -215,15 +217,17 @@ def values(ens: ObliviousEnsemble, tab: ShapTables, x: Any, *, batch_size: int |
 
 
 def interactions(ens: ObliviousEnsemble, x: Any, *, batch_size: int | None, devices: Any, fn_name: str,
-                 reduce: bool = False, progress: bool = True) -> Any:
+                 reduce: bool = False, progress: bool = True, per_player: bool = False) -> Any:
     """Interaction values of checked rows ``x``, ``f32[N, F, F(, K)]``, or with ``reduce`` their
-    mean |.| ``f32[F, F(, K)]``."""
+    mean |.| ``f32[F, F(, K)]``; with ``per_player``, ``[N, P, P(, K)]`` between the players."""
     if ens.n_players ** 2 >= 2**31:
         raise ValueError(f"{fn_name}: the model's features must number under 46341 for [F, F] pairs "
                          f"indexed in int32; got {ens.n_players}")
     dist = training_distribution(ens, x, fn_name=fn_name, batch_size=batch_size, devices=devices)
     tab = _build(ens, dist, kind="interaction_path")
     run = mean_abs_rows if reduce else map_rows
+    static = dict(per_player=True) if per_player else {}
+    n = ens.n_players if per_player else ens.n_features
     out = run(_interaction_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-              row_floats=ens.n_features ** 2 * ens.n_outputs, progress=progress)
+              row_floats=n ** 2 * ens.n_outputs, progress=progress, **static)
     return squeeze_outputs(out, ens.n_outputs)

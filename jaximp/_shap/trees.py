@@ -252,15 +252,19 @@ def _row_kernel(ens: TreeEnsemble, shap_plan: ShapPlan) -> tuple[Any, Any, dict]
 
 def values(ens: TreeEnsemble, shap_plan: ShapPlan, x: Any, *, batch_size: int | None = None,
            devices: Any = None, reduce: bool = False, fn_name: str = "shap_values",
-           progress: bool = True) -> Any:
+           progress: bool = True, per_player: bool = False) -> Any:
     """SHAP (interaction) values ``f32[N, F(, F)]`` (K == 1) or ``f32[N, F(, F), K]`` of checked
     rows ``x`` from a :func:`plan`, so that explaining more rows costs only the lookups.
 
     With ``reduce``, the mean over rows of the values' absolute value, ``f32[F(, F)]`` (K == 1)
-    or ``f32[F(, F), K]``, summed step by step (``jaximp._rows.batching.mean_abs_rows``)."""
+    or ``f32[F(, F), K]``, summed step by step (``jaximp._rows.batching.mean_abs_rows``). With
+    ``per_player``, the values of the players (``ens.players``), not yet shared among columns."""
     kernel, params, static = _row_kernel(ens, shap_plan)
+    if per_player:
+        static = dict(static, per_player=True)
     pairs = shap_plan.kind.name == "pairs"
-    width = ens.n_features * ens.n_outputs * (ens.n_features if pairs else 1)
+    n = ens.n_players if per_player else ens.n_features
+    width = n * ens.n_outputs * (n if pairs else 1)
     run = mean_abs_rows if reduce else map_rows
     out = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
               row_floats=width, progress=progress, **static)
@@ -268,15 +272,16 @@ def values(ens: TreeEnsemble, shap_plan: ShapPlan, x: Any, *, batch_size: int | 
 
 
 def interactions(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None, devices: Any = None,
-                 reduce: bool = False, fn_name: str = "shap_interaction_values", progress: bool = True) -> Any:
+                 reduce: bool = False, fn_name: str = "shap_interaction_values", progress: bool = True,
+                 per_player: bool = False) -> Any:
     """Path-dependent SHAP interaction values of checked rows ``x: f32[N, E]``.
 
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric; rows sum to the SHAP
         values (Lundberg et al. 2020, eq. 11-12). With ``reduce``, their mean absolute value over
-        rows, ``f32[F, F(, K)]``.
+        rows, ``f32[F, F(, K)]``. With ``per_player``, ``[N, P, P(, K)]`` between the players.
     """
     weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
     shap_plan = kernel_plan(ens, "pairs", weights, x=x, devices=devices, fn_name=fn_name)
     return values(ens, shap_plan, x, batch_size=batch_size, devices=devices, reduce=reduce, fn_name=fn_name,
-                  progress=progress)
+                  progress=progress, per_player=per_player)

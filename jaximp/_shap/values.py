@@ -55,8 +55,9 @@ class ShapKernels:
             values ``f32[N, F(, K)]``, or their mean |.| over rows with ``reduce``.
         expected: ``(ens, method, background, *, plan, x, batch_size, devices, fn_name)`` -> the
             expected raw prediction ``f32[]`` or ``f32[K]``.
-        interactions: ``(ens, x, *, batch_size, devices, fn_name, reduce, progress)`` ->
-            interaction values ``f32[N, F, F(, K)]``, or their mean |.| over rows with ``reduce``.
+        interactions: ``(ens, x, *, batch_size, devices, fn_name, reduce, progress, per_player)``
+            -> interaction values ``f32[N, F, F(, K)]``, or their mean |.| over rows with
+            ``reduce``; ``[N, P, P(, K)]`` between the players with ``per_player``.
     """
 
     methods: tuple[str, ...]
@@ -139,7 +140,7 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool), or
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool), or
             one row given 1-D (an ``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
         method: ``"path_dependent"`` (CatBoost ``shap_calc_type="Regular"``, shap
             ``tree_path_dependent``), ``"exact"`` (CatBoost ``"Exact"``), ``"approximate"``
@@ -355,12 +356,21 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
 
 
 def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_name: str,
-                  reduce: bool = False, progress: bool = True) -> Any:
+                  reduce: bool = False, progress: bool = True, per_player: bool = False) -> Any:
     """Interaction values ``[N, F, F(, K)]`` (``[F, F(, K)]`` for one row given 1-D), or with
-    ``reduce`` their mean |.| ``[F, F(, K)]``."""
+    ``reduce`` their mean |.| ``[F, F(, K)]``; with ``per_player`` those between the players
+    (``ens.players``: CatBoost's combination classes), ``[N, P, P(, K)]``."""
     ens, kernels = layout_kernels(ens, "path_dependent", None, fn_name)
     X, single = one_row(X, ens, fn_name)
     x = as_features(X, ens, fn_name)
     values = kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name, reduce=reduce,
-                                  progress=progress)
+                                  progress=progress, per_player=per_player)
     return values if reduce else first_row(values, single)
+
+
+def player_interaction_values(ens: Ensemble, X: Any, fn_name: str) -> Any:
+    """Path-dependent SHAP interaction values between the model's players (CatBoost's
+    combination classes, ``ens.players``; the columns of a model without them), before they are
+    shared among columns: ``f32[N, P, P(, K)]``, as CatBoost's ``CalcShapInteraction`` computes
+    them before unpacking."""
+    return _interactions(ens, X, batch_size=None, devices=None, fn_name=fn_name, progress=False, per_player=True)
