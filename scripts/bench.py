@@ -94,7 +94,7 @@ def max_abs_diff(a, b) -> str:
 
 
 def core_workloads(model, ens, quick: bool) -> list[Workload]:
-    """Issue 2: predictions and leaf indices."""
+    """Predictions and leaf indices."""
     import jaximp
 
     n = 10_000 if quick else 100_000
@@ -119,7 +119,7 @@ def interaction_matrix(rows, n_features: int) -> np.ndarray:
 
 
 def model_workloads(model, ens, quick: bool) -> list[Workload]:
-    """Issue 3: importances from the model alone."""
+    """Importances from the model alone."""
     import jaximp
 
     return [
@@ -133,7 +133,7 @@ def model_workloads(model, ens, quick: bool) -> list[Workload]:
 
 
 def shap_workloads(model, ens, quick: bool) -> list[Workload]:
-    """Issue 4: SHAP values, every method, against CatBoost, shap and WOODELF."""
+    """SHAP values, every method, against CatBoost, shap and WOODELF."""
     import catboost
 
     import jaximp
@@ -200,7 +200,7 @@ def shap_workloads(model, ens, quick: bool) -> list[Workload]:
 
 
 def data_workloads(model, ens, quick: bool) -> list[Workload]:
-    """Issue 5: permutation importance and LossFunctionChange."""
+    """Permutation importance and LossFunctionChange."""
     import catboost
     from sklearn.inspection import permutation_importance
 
@@ -271,7 +271,7 @@ def categorical_model(quick: bool):
 
 
 def categorical_workloads(_model, _ens, quick: bool) -> list[Workload]:
-    """Issue 10: a model with categorical features (featurization included in every jaximp time)."""
+    """A model with categorical features (featurization included in every jaximp time)."""
     import catboost
 
     import jaximp
@@ -326,7 +326,7 @@ def depthwise_model(quick: bool):
 
 
 def depthwise_workloads(_model, _ens, quick: bool) -> list[Workload]:
-    """Issue 10: non-symmetric trees (TreeEnsemble); SHAP with the per-leaf tables built in the
+    """Non-symmetric trees (TreeEnsemble); SHAP with the per-leaf tables built in the
     call, and with them kept by an Explainer."""
     import catboost
 
@@ -385,7 +385,7 @@ def library_models(quick: bool) -> dict:
 
 
 def library_workloads(_model, _ens, quick: bool) -> list[Workload]:
-    """Issue 12: XGBoost, LightGBM and scikit-learn models imported as TreeEnsemble, against each
+    """XGBoost, LightGBM and scikit-learn models imported as TreeEnsemble, against each
     library's own multi-threaded C++ SHAP (all cores), shap's TreeExplainer and WOODELF."""
     import shap
     import xgboost
@@ -482,7 +482,7 @@ def compiled_memory(fn, *args) -> str:
 
 def differentiable_workloads(_model, ens, quick: bool, *, copies: int | None = None,
                              rows: int | None = None) -> list[Workload]:
-    """Issue 14: importances of many perturbed models in one vmap, against a Python loop over
+    """Importances of many perturbed models in one vmap, against a Python loop over
     them; the gradient of mean |SHAP| with respect to the leaf values over many rows, against the
     forward pass alone (time), with the memory XLA plans for it. ``copies`` and ``rows`` shrink
     the workloads (smoke tests)."""

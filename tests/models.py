@@ -648,7 +648,7 @@ def catboost_null_splits(kind: str) -> Fitted:
     """A model of one categorical column, CatBoost's defaults but 40 iterations of depth 4, whose
     export has trees without splits (``"splits": null``: CatBoost found no split for them, each
     adds its one leaf value), ``json`` its JSON export and ``path`` its ``.cbm`` file; ``ens`` is
-    read from the model object. For ``multiregression`` the CTRs are per target (item 3's case)."""
+    read from the model object. For ``multiregression`` the CTRs are per target."""
     frame, signal, rng = catboost_new_user_frame()
     y = {"regression": signal, "binary": (signal > signal.mean()).astype(int),
          "multiclass": np.digitize(signal, np.quantile(signal, [0.33, 0.66])),

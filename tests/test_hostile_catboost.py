@@ -8,7 +8,7 @@ oblivious and non-symmetric, numeric and categorical models: values replaced by 
 (huge, negative, wrong types, deeply nested), keys deleted, bytes truncated or flipped, declared
 sizes and offsets overwritten. Where jaximp accepts a mutated file, CatBoost loads the same file
 and both predict the same rows (the reference; a file CatBoost refuses has none). Regression
-tests pin each case of the issue: declared sizes, deep nesting, escaping errors, the dense-layout
+tests pin each known case: declared sizes, deep nesting, escaping errors, the dense-layout
 budget. ``JAXIMP_HYPOTHESIS_EXAMPLES`` sets the examples per property (25 by default; the slow
 variants run 10 times more).
 """
@@ -214,7 +214,7 @@ def test_mutated_models_many(kind, data):
     check_property(content, kind, name)
 
 
-# Regression tests: each case of the issue -----------------------------------------------------------------------------
+# Regression tests: each known case ---------------------------------------------------------------------------------------
 
 
 def _refused(data, fmt, *words):
