@@ -214,7 +214,7 @@ def test_mutated_models_many(kind, data):
     check_property(content, kind, name)
 
 
-# Regression tests: each known case ---------------------------------------------------------------------------------------
+# Regression tests: each known case ------------------------------------------------------------------------------------
 
 
 def _refused(data, fmt, *words):
