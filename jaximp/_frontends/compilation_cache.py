@@ -37,7 +37,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     Returns:
         The directory used, a ``pathlib.Path``.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> folder = jaximp.enable_compilation_cache(tempfile.mkdtemp())  # None: ~/.cache/jaximp/jax
         >>> folder.is_dir()

@@ -12,7 +12,7 @@ Multi-GPU: run one worker per GPU (dask-cuda's ``LocalCUDACluster``, or ``dask w
 --nworkers N`` with ``CUDA_VISIBLE_DEVICES`` set per worker); each worker's JAX then sees one
 GPU, and chunks are explained where they are scheduled.
 
-Example:
+Examples:
     >>> import dask.array as da
     >>> import jaximp.dask
     >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))  # or da.from_zarr(...)
@@ -101,7 +101,7 @@ def _abs_sum_chunk(explainer: Any, rows: Any) -> np.ndarray:
 def predict(ens: Any, X: Any) -> da.Array:
     """Raw predictions of every row (``jaximp.predict``): ``f32[N]`` or ``f32[N, K]`` as a dask array.
 
-    Example:
+    Examples:
         >>> import dask.dataframe as dd
         >>> frame = dd.from_pandas(X, npartitions=3)             # columns matched by name
         >>> raw = jaximp.dask.predict(ens, frame).compute()
@@ -114,7 +114,7 @@ def predict(ens: Any, X: Any) -> da.Array:
 def leaf_indices(ens: Any, X: Any) -> da.Array:
     """Leaf index of every row in every tree (``jaximp.leaf_indices``): ``i32[N, T]`` as a dask array.
 
-    Example:
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> np.array_equal(jaximp.dask.leaf_indices(ens, rows).compute(), jaximp.leaf_indices(ens, X))
@@ -127,7 +127,7 @@ def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background:
     """SHAP values of every row (``jaximp.shap_values``): ``f32[N, F]`` or ``f32[N, F, K]`` as a
     dask array. The per-tree tables are computed once, here, and shipped with the model.
 
-    Example:
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> phi = jaximp.dask.shap_values(ens, rows, method="interventional", background=X[:100])
@@ -155,7 +155,7 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
     Returns:
         NumPy ``f32[F]`` (``f32[F, K]`` when K > 1).
 
-    Example:
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> np.allclose(jaximp.dask.shap_importance(ens, rows), jaximp.shap_importance(ens, X),
@@ -224,13 +224,13 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
 
     Returns:
         ``sklearn.utils.Bunch(importances_mean f64[G], importances_std f64[G],
-        importances f64[G, R])`` of NumPy arrays (G = F without ``feature_groups``).
+            importances f64[G, R])`` of NumPy arrays (G = F without ``feature_groups``).
 
     Raises:
         TypeError, ValueError: bad arguments, a model with categorical features, a loss
             jaximp does not know or a scorer that is not a sum over rows.
 
-    Example:
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> r = jaximp.dask.permutation_importance(ens, rows, y.to_numpy(), n_repeats=3, random_state=0)

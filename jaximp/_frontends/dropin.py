@@ -153,7 +153,7 @@ def get_feature_importance(
             not use (``reference_data``, ``interaction_indices``, a non-default
             ``shap_calc_type`` or ``model_output``); unsupported types and models (see above).
 
-    Example:
+    Examples:
         >>> pool = catboost.Pool(X, y)
         >>> values = jaximp.get_feature_importance(model, pool, type="ShapValues")
         >>> values.shape, values.dtype                  # f64[N, F + 1], the expected value last

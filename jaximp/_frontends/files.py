@@ -215,15 +215,15 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
 
     Returns:
         The mean ``|SHAP|`` of every feature over all rows (NumPy ``f32[F]``, ``f32[F, K]`` when
-        K > 1; float64 for a float64 model under ``jax_enable_x64``), as
-        :func:`jaximp.shap_importance` of all rows.
+            K > 1; float64 for a float64 model under ``jax_enable_x64``), as
+            :func:`jaximp.shap_importance` of all rows.
 
     Raises:
         FileNotFoundError: no file matches ``source``, or ``out``'s folder does not exist.
         TypeError, ValueError: a bad source, columns, method, background or unreadable files; a
             file of several that lacks a column read; ``out`` a directory or a symbolic link.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> folder = tempfile.TemporaryDirectory()
         >>> X.to_parquet(os.path.join(folder.name, "rows.parquet"))

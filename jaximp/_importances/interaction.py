@@ -181,8 +181,8 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
 
     Returns:
         ``f32[F, F]`` (a ``jax.Array``), symmetric, non-negative, zero diagonal; the upper
-        triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
-        two splits on different features).
+            triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
+            two splits on different features).
 
     Differentiable in: ``ens.leaf_values`` (numeric models; an absolute value inside, so not
     where a pair's score is 0); leaf weights play no part. With categorical features the result
@@ -192,7 +192,7 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
         TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
         ValueError: an unknown ``output_reduction``.
 
-    Example:
+    Examples:
         >>> m = jaximp.interaction(ens)
         >>> m.shape
         (10, 10)

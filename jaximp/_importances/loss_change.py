@@ -130,9 +130,9 @@ def loss_function_change(
 
     Returns:
         ``f32[F]``; positive when the loss grows without the feature. NumPy for rows in host
-        memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
-        summed block by block on the device: only ``F + 1`` sums per block come back). The
-        dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
+            memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
+            summed block by block on the device: only ``F + 1`` sums per block come back). The
+            dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` (the covers of the SHAP
     values), ``ens.scale``, ``ens.bias``, ``sample_weight`` and, for regression, ``y``;
@@ -143,7 +143,7 @@ def loss_function_change(
     Raises:
         TypeError, ValueError: bad X, y or sample_weight, or a loss other than the above.
 
-    Example:
+    Examples:
         >>> lfc = jaximp.loss_function_change(ens, X, y)
         >>> lfc.shape
         (10,)

@@ -207,15 +207,15 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
 
     Returns:
         ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
-        importances=f64[F, R])`` (G in place of F with ``feature_groups``); std has ddof=0.
-        NumPy arrays for rows in host memory; ``jax.Array``s on the rows' device (float32
-        unless x64 is enabled) for rows given as one.
+            importances=f64[F, R])`` (G in place of F with ``feature_groups``); std has ddof=0.
+            NumPy arrays for rows in host memory; ``jax.Array``s on the rows' device (float32
+            unless x64 is enabled) for rows given as one.
 
     Raises:
         TypeError, ValueError: bad X, y, sample_weight, scoring, n_repeats, max_samples,
             feature_groups or random_state (the message names the argument).
 
-    Example:
+    Examples:
         >>> r = jaximp.permutation_importance(ens, X, y, n_repeats=5, random_state=0)
         >>> r.importances_mean.shape, r.importances.shape
         ((10,), (10, 5))

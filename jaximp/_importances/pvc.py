@@ -158,8 +158,8 @@ def prediction_values_change(
 
     Returns:
         ``f32[F]``, non-negative, summing to 100 (all zeros if every leaf pair has equal values):
-        a ``jax.Array`` without ``X`` (differentiable in ``leaf_values`` and ``leaf_weights``);
-        with ``X``, NumPy for rows in host memory and a ``jax.Array`` for rows given as one.
+            a ``jax.Array`` without ``X`` (differentiable in ``leaf_values`` and ``leaf_weights``);
+            with ``X``, NumPy for rows in host memory and a ``jax.Array`` for rows given as one.
 
     Differentiable in: ``ens.leaf_values`` and ``ens.leaf_weights`` (without ``X``) or
     ``sample_weight`` (with ``X``: the leaf weights are its sums per leaf); piecewise constant in
@@ -170,7 +170,7 @@ def prediction_values_change(
         ValueError: ``X`` of a wrong shape, ``sample_weight`` without ``X``, of a wrong length,
             negative or not finite; no ``X`` for a model file without leaf weights.
 
-    Example:
+    Examples:
         >>> pvc = jaximp.prediction_values_change(ens)
         >>> pvc.shape
         (10,)

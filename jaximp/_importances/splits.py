@@ -227,7 +227,7 @@ def split_importance(ens: Ensemble, type: str) -> Array:
 
     Returns:
         ``f32[F]`` (a ``jax.Array``); not normalised, except "impurity" (sums to 1, or all 0
-        without a split).
+            without a split).
 
     Differentiable in: for CatBoost models' "gain" and "total_gain", ``ens.leaf_values``,
     ``ens.leaf_weights`` and ``ens.scale``; "cover" and "total_cover" in ``ens.leaf_weights``;
@@ -239,7 +239,7 @@ def split_importance(ens: Ensemble, type: str) -> Array:
         ValueError: an unknown ``type``, "impurity" for a model not from scikit-learn, or gains
             and covers of a model without leaf weights.
 
-    Example:
+    Examples:
         >>> jaximp.split_importance(ens, "total_gain").shape
         (10,)
         >>> int(jaximp.split_importance(ens, "weight").sum())  # 20 trees of 2**4 - 1 nodes

@@ -72,14 +72,14 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
 
     Returns:
         ``i32[N, T]`` (``i32[T]`` for one row given 1-D); for an oblivious tree, bit ``d`` of
-        ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``. NumPy for rows in host
-        memory, a ``jax.Array`` on the rows' device for rows given as one.
-        Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
+            ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``. NumPy for rows in host
+            memory, a ``jax.Array`` on the rows' device for rows given as one.
+            Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
 
     Raises:
         TypeError, ValueError: ``X`` is not ``[N, F]`` rows of the model's features.
 
-    Example:
+    Examples:
         >>> leaves = jaximp.leaf_indices(ens, X)
         >>> leaves.shape, leaves.dtype
         ((442, 20), dtype('int32'))
@@ -109,7 +109,7 @@ def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: An
     Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias``; piecewise constant in
     ``X`` and the borders.
 
-    Example:
+    Examples:
         >>> jaximp.predict(ens, X).shape
         (442,)
         >>> bool(np.isclose(jaximp.predict(ens, X.iloc[0]), model.predict(X.iloc[0]), rtol=1e-5, atol=1e-3))

@@ -83,7 +83,7 @@ class Ensemble:
         ``vmap``); piecewise constant in ``X`` and the borders (zero gradient; see
         ``jaximp.soft_predict`` for a smooth relaxation).
 
-        Example:
+        Examples:
             >>> raw = ens.predict(X)
             >>> raw.shape
             (442,)

@@ -71,7 +71,7 @@ class ObliviousEnsemble(Ensemble):
             The featurizer of a categorical model computes every bin (0 searched), so no border
             search is spent on the many CTRs such a model has.
 
-    Example:
+    Examples:
         >>> ens
         ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
         >>> ens.n_trees, ens.depth, ens.n_features, ens.n_outputs

@@ -114,7 +114,7 @@ class TreeEnsemble(Ensemble):
             them (``jaximp._models.thresholds.ValueThresholds``, LightGBM; its ``library`` names the
             model's library); None: rows are compared with ``node_borders`` in float32.
 
-    Example:
+    Examples:
         >>> from sklearn.tree import DecisionTreeRegressor
         >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
         >>> jaximp.from_sklearn(tree)

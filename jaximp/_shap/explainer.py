@@ -28,7 +28,7 @@ class Explainer:
         TypeError, ValueError: ``ens`` is not an ensemble, an unknown method, a missing or
             unexpected background, or a background with the wrong columns.
 
-    Example:
+    Examples:
         >>> explainer = jaximp.Explainer(ens)
         >>> explainer
         Explainer(ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE'), method='path_dependent')
@@ -75,16 +75,16 @@ class Explainer:
 
         Returns:
             ``shap.Explanation`` with ``values`` ``f32[N, F]`` (``f32[N, F, K]``), ``base_values``
-            ``f32[N]`` (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's feature names.
-            With categorical features, ``data`` holds the float columns and NaN in the
-            categorical ones (shap's plots color by number), and ``display_data`` ``object[N, F]``
-            the raw values. One row given 1-D (an ``[F]`` array or list, a pandas Series) gives
-            the explanation of that row, without the row axis: ``values`` ``f32[F]``
-            (``f32[F, K]``), ``base_values`` ``f32[]`` (``f32[K]``), ``data`` ``f32[F]``, as
-            ``explainer(X)[i]`` and shap's ``TreeExplainer`` give them. NumPy arrays whatever the
-            rows (shap's ``Explanation`` and plots read NumPy).
+                ``f32[N]`` (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's feature names.
+                With categorical features, ``data`` holds the float columns and NaN in the
+                categorical ones (shap's plots color by number), and ``display_data`` ``object[N, F]``
+                the raw values. One row given 1-D (an ``[F]`` array or list, a pandas Series) gives
+                the explanation of that row, without the row axis: ``values`` ``f32[F]``
+                (``f32[F, K]``), ``base_values`` ``f32[]`` (``f32[K]``), ``data`` ``f32[F]``, as
+                ``explainer(X)[i]`` and shap's ``TreeExplainer`` give them. NumPy arrays whatever the
+                rows (shap's ``Explanation`` and plots read NumPy).
 
-        Example:
+        Examples:
             >>> row = jaximp.Explainer(ens)(X.iloc[0])
             >>> row.values.shape, row.base_values.shape, row.data.shape
             ((10,), (), (10,))

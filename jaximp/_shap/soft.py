@@ -285,7 +285,7 @@ def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
         TypeError, ValueError: a bad model (categorical features: their one-hot and CTR splits
             have no border to relax), rows or temperature.
 
-    Example:
+    Examples:
         >>> jaximp.soft_predict(ens, X, 0.1)                                 # doctest: +SKIP
         >>> jax.grad(lambda x: jaximp.soft_predict(ens, x, 0.1).sum())(jnp.asarray(X))  # doctest: +SKIP
     """
@@ -322,7 +322,7 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
     Raises:
         TypeError, ValueError: as :func:`soft_predict`.
 
-    Example:
+    Examples:
         >>> jaximp.soft_leaf_probabilities(ens, X, 0.1).sum(-1)  # ones    # doctest: +SKIP
     """
     fn_name = "soft_leaf_probabilities"
@@ -359,7 +359,7 @@ def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
     Raises:
         TypeError, ValueError: as :func:`soft_predict`, or a model file without leaf weights.
 
-    Example:
+    Examples:
         >>> phi = jaximp.soft_shap_values(ens, X, 0.1)                      # doctest: +SKIP
     """
     fn_name = "soft_shap_values"

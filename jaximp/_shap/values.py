@@ -155,10 +155,10 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
 
     Returns:
         ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
-        ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
-        host memory, a ``jax.Array`` on the rows' device for rows given as one. One row given
-        1-D gives ``f32[F]`` (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. The
-        dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
+            ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
+            host memory, a ``jax.Array`` on the rows' device for rows given as one. One row given
+            1-D gives ``f32[F]`` (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. The
+            dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
 
     Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
     (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
@@ -169,7 +169,7 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
     Raises:
         TypeError, ValueError: a bad model, rows, method or background.
 
-    Example:
+    Examples:
         >>> phi = jaximp.shap_values(ens, X)
         >>> phi.shape
         (442, 10)
@@ -208,7 +208,7 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
 
     Returns:
         ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
-        ``jax.Array`` for rows given as one.
+            ``jax.Array`` for rows given as one.
 
     Differentiable in: as :func:`shap_values` (``|.|`` has a kink where a value is 0). Under
     ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
@@ -216,7 +216,7 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
     Raises:
         TypeError, ValueError: as :func:`shap_values`.
 
-    Example:
+    Examples:
         >>> mean_abs = jaximp.shap_importance(ens, X)
         >>> mean_abs.shape
         (10,)
@@ -254,7 +254,7 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
 
     Returns:
         ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
-        alone (a background included).
+            alone (a background included).
 
     Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias`` and (except for
     ``interventional``) ``ens.leaf_weights``; piecewise constant in ``background``.
@@ -262,7 +262,7 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
     Raises:
         TypeError, ValueError: a bad model, method or background.
 
-    Example:
+    Examples:
         >>> base = jaximp.expected_value(ens)
         >>> base.shape
         ()
@@ -300,9 +300,9 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
 
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes:
-        NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
-        One row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
-        ``TreeExplainer.shap_interaction_values``. The dtype is the model's.
+            NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
+            One row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
+            ``TreeExplainer.shap_interaction_values``. The dtype is the model's.
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
     constant in ``X`` and the splits.
@@ -310,7 +310,7 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
     Raises:
         TypeError, ValueError: a bad model or rows.
 
-    Example:
+    Examples:
         >>> inter = jaximp.shap_interaction_values(ens, X[:50])
         >>> inter.shape
         (50, 10, 10)
@@ -336,14 +336,14 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
 
     Returns:
         ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
-        |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
+            |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
 
     Differentiable in: as :func:`shap_interaction_values` (``|.|`` has a kink at 0).
 
     Raises:
         TypeError, ValueError: as :func:`shap_interaction_values`.
 
-    Example:
+    Examples:
         >>> mean_abs = jaximp.shap_interaction_importance(ens, X[:50])
         >>> mean_abs.shape
         (10, 10)
