@@ -63,7 +63,8 @@ class Ensemble:
 
     @property
     def n_players(self) -> int:
-        """P, the players of attribution (P = F unless splits read several columns at once)."""
+        """P, the groups of columns SHAP values are computed for before they are shared among the
+        columns: F, unless CatBoost's CTRs combine several columns (``players``)."""
         return self.n_features if self.players is None else len(self.players)
 
     def predict(self, X: Any, *, batch_size: int | None = None, devices: Any = None) -> Any:
