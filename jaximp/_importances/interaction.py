@@ -140,9 +140,12 @@ def _credited_pairs(credited: tuple[tuple[int, ...], ...], first: np.ndarray, se
 
 
 def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
-    """CatBoost's ``Interaction`` importance as a symmetric ``[F, F]`` matrix.
+    """How strongly each pair of features interacts in the trees: CatBoost's ``Interaction``
+    importance, as a symmetric ``[F, F]`` matrix.
 
-    For every tree and pair of its depths ``a < b`` splitting on different features ``f != g``::
+    CatBoost's ``get_feature_importance(type="Interaction")`` lists the same numbers as rows
+    ``[f, g, score]`` (CatBoost's documentation, "Feature interaction strength"). For every tree
+    and pair of its depths ``a < b`` splitting on different features ``f != g``::
 
         delta_k = sum_l s(l) leaf_values[t, l, k],  s(l) = +1 if bits a and b of l differ, else -1
         score[f, g] += |sum_k delta_k|                       (output_reduction="sum", CatBoost)
@@ -150,9 +153,7 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
 
     then the scores are scaled so that the pairs ``f < g`` sum to 100 (the whole symmetric
     matrix sums to 200). ``delta`` is the interaction contrast of the two splits, summed over
-    the other splits' leaves; leaf weights play no part. CatBoost's
-    ``get_feature_importance(type="Interaction")`` lists the same numbers as rows
-    ``[f, g, score]`` (CatBoost docs, "Feature interaction strength"; ``CalcMostInteractingFeatures``).
+    the other splits' leaves; leaf weights play no part.
 
     ``output_reduction`` matters only for K > 1. CatBoost adds the K outputs before taking the
     absolute value ("sum"). A ``MultiClass`` model's leaf values sum to zero over the classes,
@@ -177,7 +178,9 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
 
     Args:
         ens: the model.
-        output_reduction: None (see above), "sum" or "abs".
+        output_reduction: how the K outputs of a multi-output model are combined: "sum"
+            (CatBoost's), "abs", or None ("abs" for ``MultiClass`` models, "sum" otherwise; see
+            above).
 
     Returns:
         ``f32[F, F]`` (a ``jax.Array``), symmetric, non-negative, zero diagonal; the upper
