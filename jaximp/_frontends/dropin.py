@@ -61,7 +61,9 @@ def get_feature_importance(
     log_cout: Any = None,
     log_cerr: Any = None,
 ) -> Any:
-    """CatBoost's ``model.get_feature_importance(...)``, computed by jaximp.
+    """CatBoost's ``model.get_feature_importance(...)``, computed by jaximp: replacing
+    ``model.get_feature_importance(`` with ``jaximp.get_feature_importance(model, `` is the whole
+    migration.
 
     Same arguments, defaults, type names and output layouts as CatBoost 1.2.10's
     ``CatBoost.get_feature_importance`` (CatBoost docs, "get_feature_importance"); the numbers
@@ -105,11 +107,10 @@ def get_feature_importance(
     * ``"SageValues"``: not supported (ValueError): CatBoost's is a Monte Carlo estimate drawn
       from its internal random generator, so its numbers cannot be reproduced.
 
-    A ``catboost.Pool`` with categorical features is read by CatBoost through a probe built from
-    the model (``jaximp._rows.pools``), for a model object, a model file or a jaximp ensemble
-    alike. Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or
-    categorical features) import
-    as a ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
+    A ``catboost.Pool`` with categorical features is read as CatBoost reads it, for a model
+    object, a model file or a jaximp ensemble alike. Non-symmetric models
+    (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or categorical features) import as a
+    ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
     Interaction, ShapValues ("Regular", "Approximate", ``reference_data``) and
     ShapInteractionValues, with the layouts above and the numbers of the model reloaded from
     its JSON export (CatBoost's own reference for such trees: a freshly trained model's
@@ -139,12 +140,19 @@ def get_feature_importance(
         interaction_indices: None or two feature indices or names, for ShapInteractionValues.
         shap_calc_type: "Regular", "Approximate" or "Exact" (or a ``catboost.EShapCalcType``).
         reference_data: background rows for interventional ShapValues.
-        sage_n_samples, sage_batch_size, sage_detect_convergence: CatBoost's SageValues settings;
-            accepted for compatibility (SageValues is not supported).
-        log_cout, log_cerr: accepted for compatibility; jaximp logs nothing.
+        sage_n_samples: CatBoost's SageValues setting; accepted for compatibility (SageValues
+            is not supported).
+        sage_batch_size: CatBoost's SageValues setting; accepted for compatibility.
+        sage_detect_convergence: CatBoost's SageValues setting; accepted for compatibility.
+        log_cout: CatBoost's log stream; accepted for compatibility (jaximp logs nothing).
+        log_cerr: CatBoost's error log stream; accepted for compatibility.
 
     Returns:
-        See the types above.
+        CatBoost's layout of the type (see above), as float64 NumPy arrays: ``f64[F]`` for the
+            importances per feature, ``f64[N, F+1]`` / ``f64[N, K, F+1]`` for ShapValues,
+            ``f64[N, F+1, F+1]`` / ``f64[N, K, F+1, F+1]`` for ShapInteractionValues,
+            ``f64[n_pairs, 3]`` for Interaction; with ``prettified=True``, CatBoost's pandas
+            DataFrames.
 
     Raises:
         TypeError: ``model`` is not a model, a path or an ensemble; arguments of a wrong type.
