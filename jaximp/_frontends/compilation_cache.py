@@ -37,6 +37,9 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     Returns:
         The directory used, a ``pathlib.Path``.
 
+    Raises:
+        OSError: the directory cannot be created.
+
     Examples:
         >>> import tempfile
         >>> folder = jaximp.enable_compilation_cache(tempfile.mkdtemp())  # None: ~/.cache/jaximp/jax
