@@ -105,8 +105,7 @@ def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: An
     Equal to CatBoost's ``predict(X, prediction_type="RawFormulaVal")``, XGBoost's
     ``predict(X, output_margin=True)``, LightGBM's ``predict(X, raw_score=True)`` and
     scikit-learn's ``predict`` (regressors), ``predict_proba`` (tree and forest classifiers) or
-    ``decision_function`` (boosting classifiers). The same as ``ens.predict(X)``, with a
-    progress bar.
+    ``decision_function`` (boosting classifiers). The same as ``ens.predict(X)``.
 
     Args:
         ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or

@@ -168,7 +168,7 @@ class TreeEnsemble(Ensemble):
 
     @property
     def n_nodes(self) -> int:
-        """M, the most internal nodes of any tree (padded)."""
+        """M, the most internal nodes of any tree (every tree is stored with M)."""
         return self.node_features.shape[1]
 
     @property
