@@ -73,13 +73,15 @@ def get_feature_importance(
     * ``"FeatureImportance"``: ``"PredictionValuesChange"`` (ranking losses: CatBoost's
       ``"LossFunctionChange"`` over query groups, which jaximp does not compute: ValueError).
     * ``"PredictionValuesChange"``: ``f64[F]`` summing to 100
-      (:func:`jaximp.prediction_values_change`); with ``data`` the leaf weights are recounted on
-      its rows (a Pool's weights applied).
-    * ``"LossFunctionChange"``: ``f64[F]`` (:func:`jaximp.loss_function_change`); ``data`` must
-      be a ``catboost.Pool`` with labels (and optionally weights).
+      ([`jaximp.prediction_values_change`][jaximp.prediction_values_change]); with ``data`` the
+      leaf weights are recounted on its rows (a Pool's weights applied).
+    * ``"LossFunctionChange"``: ``f64[F]``
+      ([`jaximp.loss_function_change`][jaximp.loss_function_change]); ``data`` must be a
+      ``catboost.Pool`` with labels (and optionally weights).
     * ``"ShapValues"``: ``f64[N, F+1]``, the expected value in the last column, or
-      ``f64[N, K, F+1]`` for K > 1 (:func:`jaximp.shap_values`; ``shap_calc_type`` "Regular",
-      "Exact", "Approximate"; ``reference_data`` gives the interventional values). With
+      ``f64[N, K, F+1]`` for K > 1 ([`jaximp.shap_values`][jaximp.shap_values];
+      ``shap_calc_type`` "Regular", "Exact", "Approximate"; ``reference_data`` gives the
+      interventional values). With
       ``reference_data``, ``model_output="Probability"`` / ``"LossFunction"`` reproduce CatBoost's
       rescaling of each reference's raw values: for a row x and each reference row b,
       ``phi_b(x) * (T(x) - T(b)) / (f(x) - f(b))`` (1 when ``f(x) == f(b)``), averaged over b, with
@@ -88,15 +90,15 @@ def get_feature_importance(
       row's loss ``L(y_x, .)``; the last column is the mean of ``T(b)``. This costs one
       interventional table per reference row.
     * ``"ShapInteractionValues"``: ``f64[N, F+1, F+1]`` or ``f64[N, K, F+1, F+1]``
-      (:func:`jaximp.shap_interaction_values`); CatBoost puts the model's bias (per output) in
-      the last row and column and 0 in their corner. ``interaction_indices=(i, j)`` (indices or
-      feature names) gives ``[N, 3, 3]`` with ``Phi_ij`` off the diagonal and, on it, the main
-      effects of the combinations of columns that read both ``i`` and ``j`` (CTRs over several
-      categorical columns; 0 for models without them), or ``[N, 2, 2]`` with ``Phi_ii`` when
-      ``i == j``, as CatBoost does.
+      ([`jaximp.shap_interaction_values`][jaximp.shap_interaction_values]); CatBoost puts the
+      model's bias (per output) in the last row and column and 0 in their corner.
+      ``interaction_indices=(i, j)`` (indices or feature names) gives ``[N, 3, 3]`` with
+      ``Phi_ij`` off the diagonal and, on it, the main effects of the combinations of columns
+      that read both ``i`` and ``j`` (CTRs over several categorical columns; 0 for models without
+      them), or ``[N, 2, 2]`` with ``Phi_ii`` when ``i == j``, as CatBoost does.
     * ``"Interaction"``: ``f64[n_pairs, 3]`` rows ``[f, g, score]`` (``f < g``) of the pairs with a
       non-zero score, by score descending (ties by ``(f, g)``; CatBoost lists the pairs that
-      share a tree, in hash order for ties), from :func:`jaximp.interaction` with
+      share a tree, in hash order for ties), from [`jaximp.interaction`][jaximp.interaction] with
       ``output_reduction="sum"``: CatBoost's definition even for MultiClass, where it is float
       rounding noise (about 1e-8 in float32, so those rows do not match CatBoost's noise; use
       ``jaximp.interaction(ens)`` for a meaningful MultiClass score).

@@ -191,7 +191,7 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     importances returned.
 
     The files are read batch by batch with ``pyarrow.dataset`` (the model's columns only); each
-    batch's SHAP values (as :func:`jaximp.shap_values` computes them) are written to ``out`` as
+    batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values] computes them) are written to ``out`` as
     they come and added to running float64 sums of ``|SHAP|``. Nothing holds all rows, so memory
     stays that of a few batches whatever the size of the files.
 
@@ -206,9 +206,9 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
             an earlier file: a failed or interrupted call leaves ``out`` as it was. Never a
             symbolic link. None: write nothing, only the importances.
         method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
-            as for :func:`jaximp.shap_values`.
+            as for [`jaximp.shap_values`][jaximp.shap_values].
         background: ``[B, F]`` background rows for ``method="interventional"``, as for
-            :func:`jaximp.shap_values`.
+            [`jaximp.shap_values`][jaximp.shap_values].
         columns: the columns to read, in the model's order; None: the model's feature names when
             the files have them, else every column.
         batch_rows: rows per record batch; None: 65536.
@@ -220,7 +220,7 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     Returns:
         The mean ``|SHAP|`` of every feature over all rows (NumPy ``f32[F]``, ``f32[F, K]`` when
             K > 1; float64 for a float64 model under ``jax_enable_x64``), as
-            :func:`jaximp.shap_importance` of all rows.
+            [`jaximp.shap_importance`][jaximp.shap_importance] of all rows.
 
     Raises:
         FileNotFoundError: no file matches ``source``, or ``out``'s folder does not exist.

@@ -145,7 +145,7 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
 
     CatBoost's ``get_feature_importance(type="Interaction")`` lists the same numbers as rows
     ``[f, g, score]`` (CatBoost's documentation, "Feature interaction strength"). For every tree
-    and pair of its depths ``a < b`` splitting on different features ``f != g``::
+    and pair of its depths ``a < b`` splitting on different features ``f != g``:
 
         delta_k = sum_l s(l) leaf_values[t, l, k],  s(l) = +1 if bits a and b of l differ, else -1
         score[f, g] += |sum_k delta_k|                       (output_reduction="sum", CatBoost)

@@ -130,7 +130,7 @@ def prediction_values_change(
     default ``type="FeatureImportance"`` for non-ranking losses), scaled to sum to 100. For
     every split of a symmetric tree and every two leaves that differ only at that split, with
     training weights ``c1, c2`` and values ``v1, v2 [K]`` (CatBoost's documentation, "Feature
-    importance")::
+    importance"):
 
         avr = (c1 v1 + c2 v2) / (c1 + c2)
         importance[feature of the split] += sum_k c1 (v1 - avr)^2 + c2 (v2 - avr)^2

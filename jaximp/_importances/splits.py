@@ -203,7 +203,7 @@ def split_importance(ens: Ensemble, type: str) -> Array:
     as CatBoost's ``plot_tree`` draws it), each counted as one split, so each depth adds the
     tree's total training weight to "total_cover". A node's cover is the training weight
     reaching it (CatBoost stores weights, not hessians; they agree for RMSE); its gain is the
-    weighted squared change of the model's output that its split makes::
+    weighted squared change of the model's output that its split makes:
 
         gain(node) = scale^2 * (cL |VL - V|^2 + cR |VR - V|^2)      (summed over the K outputs)
 

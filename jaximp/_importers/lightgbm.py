@@ -89,7 +89,7 @@ _FN = "from_lightgbm"
 
 
 def from_lightgbm(model: Any) -> TreeEnsemble:
-    """Import a LightGBM model, or a LightGBM model text file, as a :class:`TreeEnsemble`.
+    """Import a LightGBM model, or a LightGBM model text file, as a [`TreeEnsemble`][jaximp.TreeEnsemble].
 
     The numbers equal LightGBM's own: ``jaximp.predict`` its ``predict(X, raw_score=True)``
     (rows compared with the thresholds as LightGBM compares them, float32 and float64 rows

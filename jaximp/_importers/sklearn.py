@@ -91,7 +91,7 @@ _REGRESSION_LOSSES = {"squared_error": "RMSE", "friedman_mse": "RMSE", "absolute
 
 
 def from_sklearn(model: Any) -> TreeEnsemble:
-    """Import a fitted scikit-learn tree model as a :class:`TreeEnsemble`.
+    """Import a fitted scikit-learn tree model as a [`TreeEnsemble`][jaximp.TreeEnsemble].
 
     The numbers equal scikit-learn's own: ``jaximp.predict`` the model's raw output
     (``predict`` for regressors, ``predict_proba`` for tree and forest classifiers,

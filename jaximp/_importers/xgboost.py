@@ -81,7 +81,7 @@ _INTERNAL_ERRORS = (KeyError, IndexError, TypeError, AttributeError, OverflowErr
 
 def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None,
                  missing: float | None = None) -> TreeEnsemble:
-    """Import an XGBoost tree model (``gbtree`` or ``dart`` booster) as a :class:`TreeEnsemble`.
+    """Import an XGBoost tree model (``gbtree`` or ``dart`` booster) as a [`TreeEnsemble`][jaximp.TreeEnsemble].
 
     The numbers equal XGBoost's own: ``jaximp.predict`` its ``predict(X, output_margin=True)``,
     ``jaximp.leaf_indices`` its ``predict(X, pred_leaf=True)``, ``jaximp.shap_values`` and

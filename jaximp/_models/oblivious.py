@@ -33,7 +33,7 @@ class ObliviousEnsemble(Ensemble):
     ``sum_d 2**d * [x[split_features[d]] > split_borders[d]]`` (CatBoost's leaf numbering).
     Arrays are pytree leaves, sizes and names static fields, so the ensemble is an argument of
     ``jax.jit``, ``jax.vmap`` and ``jax.grad`` like any other, and ``dataclasses.replace``
-    gives a modified copy. Build one with :func:`jaximp.from_catboost`. Trees shallower than the
+    gives a modified copy. Build one with [`jaximp.from_catboost`][jaximp.from_catboost]. Trees shallower than the
     deepest (``catboost.sum_models``) are stored at its depth, with splits that are never taken
     and leaves of weight 0.
 

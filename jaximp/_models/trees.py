@@ -59,14 +59,15 @@ class TreeEnsemble(Ensemble):
 
     The trees of scikit-learn, XGBoost and LightGBM, and CatBoost's non-symmetric trees
     (``grow_policy="Depthwise"``/``"Lossguide"``), import as one: build it with
-    :func:`jaximp.from_sklearn`, :func:`jaximp.from_xgboost`, :func:`jaximp.from_lightgbm` or
-    :func:`jaximp.from_catboost`. Arrays are pytree leaves, sizes and names static fields, so
-    the ensemble is an argument of ``jax.jit``, ``jax.vmap`` and ``jax.grad`` like any other,
-    and ``dataclasses.replace`` gives a modified copy. Every tree is stored with the shape of
-    the largest (M internal nodes, L leaves); the extra nodes are never reached and the extra
-    leaves have value and weight 0. A child pointer ``c`` names internal node ``c`` when
-    ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``; leaves are numbered depth-first, left to
-    right (CatBoost's ``calc_leaf_indexes`` numbering).
+    [`jaximp.from_sklearn`][jaximp.from_sklearn], [`jaximp.from_xgboost`][jaximp.from_xgboost],
+    [`jaximp.from_lightgbm`][jaximp.from_lightgbm] or
+    [`jaximp.from_catboost`][jaximp.from_catboost]. Arrays are pytree leaves, sizes and names
+    static fields, so the ensemble is an argument of ``jax.jit``, ``jax.vmap`` and ``jax.grad``
+    like any other, and ``dataclasses.replace`` gives a modified copy. Every tree is stored with
+    the shape of the largest (M internal nodes, L leaves); the extra nodes are never reached and
+    the extra leaves have value and weight 0. A child pointer ``c`` names internal node ``c`` when
+    ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``; leaves are numbered depth-first, left to right
+    (CatBoost's ``calc_leaf_indexes`` numbering).
 
     Attributes:
         roots: ``i32[T]`` each tree's root: internal node 0, or ``-1`` (leaf 0) for a tree that

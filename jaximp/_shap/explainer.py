@@ -19,7 +19,7 @@ class Explainer:
     What does not depend on the rows (each tree's SHAP tables, the expected value) is computed
     once, when the explainer is built; each call then explains rows. Calling the explainer gives
     a ``shap.Explanation``, so ``shap.plots.*`` work on it unchanged; its values equal
-    :func:`shap_values` with the same method and background (and so CatBoost's ``ShapValues``
+    [`shap_values`][jaximp.shap_values] with the same method and background (and so CatBoost's ``ShapValues``
     and shap's ``TreeExplainer(model, feature_perturbation=...)``).
 
     Args:
@@ -28,7 +28,7 @@ class Explainer:
         background: ``[B, F]`` background rows for ``method="interventional"`` (NumPy/JAX array,
             pandas or polars DataFrame, ``catboost.Pool``); None otherwise.
         method: ``"path_dependent"`` (default), ``"exact"``, ``"approximate"`` or
-            ``"interventional"``; definitions and references in :func:`shap_values`.
+            ``"interventional"``; definitions and references in [`shap_values`][jaximp.shap_values].
 
     Attributes:
         ens: the model explained.
@@ -67,13 +67,13 @@ class Explainer:
 
     @property
     def expected_value(self) -> Array:
-        """The expected raw prediction, as :func:`expected_value`: ``f32[]`` when K == 1, else
+        """The expected raw prediction, as [`expected_value`][jaximp.expected_value]: ``f32[]`` when K == 1, else
         ``f32[K]``, a ``jax.Array`` (a function of the model and the background alone)."""
         return self._expected
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     progress: bool = True, fn_name: str = "Explainer.shap_values") -> Any:
-        """SHAP values of the rows ``X``, as :func:`shap_values` computes them.
+        """SHAP values of the rows ``X``, as [`shap_values`][jaximp.shap_values] computes them.
 
         Args:
             X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or

@@ -263,10 +263,10 @@ def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
     A split "right when ``x > border``" goes right with probability ``p = sigmoid((x - border) /
     temperature)``, and the prediction is ``scale * sum_t sum_l P_t(l | x) leaf_values[t, l] +
     bias`` with ``P_t(l | x)`` the product of the probabilities along the leaf's path
-    (:func:`soft_leaf_probabilities`; the soft decision trees of Irsoy, Yildiz and Alpaydin 2012,
-    "Soft decision trees"). Equal to :func:`predict` as ``temperature -> 0``, except for values
-    exactly on a border (1/2 each way); a missing value (NaN) follows the split's NaN direction,
-    as in the model.
+    ([`soft_leaf_probabilities`][jaximp.soft_leaf_probabilities]; the soft decision trees of Irsoy,
+    Yildiz and Alpaydin 2012, "Soft decision trees"). Equal to [`predict`][jaximp.predict] as
+    ``temperature -> 0``, except for values exactly on a border (1/2 each way); a missing value
+    (NaN) follows the split's NaN direction, as in the model.
 
     Args:
         ens: the model (numeric features only: CatBoost's one-hot and CTR splits have no border
@@ -312,12 +312,12 @@ def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
 def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
                             batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """The probability that each row reaches each leaf of each tree, in the smooth model of
-    :func:`soft_predict`.
+    [`soft_predict`][jaximp.soft_predict].
 
     ``P_t(l | x) = prod over the splits on leaf l's path of p (right) or 1 - p (left)``, with
     ``p = sigmoid((x[feature] - border) / temperature)`` (1 or 0 for NaN, by the split's NaN
     direction). Each tree's probabilities sum to 1; as ``temperature -> 0`` they go to the
-    one-hot of the leaf the row reaches (:func:`leaf_indices`). The leaf axis is that of
+    one-hot of the leaf the row reaches ([`leaf_indices`][jaximp.leaf_indices]). The leaf axis is that of
     ``ens.leaf_values`` (CatBoost's leaf index for CatBoost models), so ``soft_predict == scale
     * einsum("ntl,tlk->nk", P, leaf_values) + bias``.
 
@@ -335,10 +335,10 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
             memory, a ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError: as :func:`soft_predict`.
-        ValueError: as :func:`soft_predict`.
+        TypeError: as [`soft_predict`][jaximp.soft_predict].
+        ValueError: as [`soft_predict`][jaximp.soft_predict].
 
-    Differentiable in: ``X``, ``temperature`` and the borders (see :func:`soft_predict`).
+    Differentiable in: ``X``, ``temperature`` and the borders (see [`soft_predict`][jaximp.soft_predict]).
 
     Examples:
         >>> P = jaximp.soft_leaf_probabilities(ens, X[:5], 0.01)
@@ -357,10 +357,10 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
 
 def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
                      batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
-    """SHAP values of the smooth model of :func:`soft_predict`: explanations with gradients in
+    """SHAP values of the smooth model of [`soft_predict`][jaximp.soft_predict]: explanations with gradients in
     ``X``.
 
-    The path-dependent value function of :func:`shap_values` (Lundberg et al. 2020, Algorithm 1)
+    The path-dependent value function of [`shap_values`][jaximp.shap_values] (Lundberg et al. 2020, Algorithm 1)
     applied to the soft trees: a feature of the coalition routes the row with its soft
     probabilities, the others by the splits' training covers. Computed exactly, at ``O(T L
     D^2)`` per row. The values add up to ``soft_predict(ens, X, temperature) -
@@ -381,8 +381,8 @@ def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
             ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError: as :func:`soft_predict`.
-        ValueError: as :func:`soft_predict`, or a model file without leaf weights.
+        TypeError: as [`soft_predict`][jaximp.soft_predict].
+        ValueError: as [`soft_predict`][jaximp.soft_predict], or a model file without leaf weights.
 
     Differentiable in: ``X``, ``temperature``, the borders, ``ens.leaf_values``,
     ``ens.leaf_weights`` and ``scale``.

@@ -214,11 +214,11 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (as for :func:`shap_values`; one row given 1-D counts as one row).
+        X: ``[N, F]`` rows (as for [`shap_values`][jaximp.shap_values]; one row given 1-D counts as one row).
         method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
-            as for :func:`shap_values`.
+            as for [`shap_values`][jaximp.shap_values].
         background: ``[B, F]`` background rows for ``method="interventional"``, as for
-            :func:`shap_values`.
+            [`shap_values`][jaximp.shap_values].
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
@@ -228,10 +228,10 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
             ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError: as :func:`shap_values`.
-        ValueError: as :func:`shap_values`.
+        TypeError: as [`shap_values`][jaximp.shap_values].
+        ValueError: as [`shap_values`][jaximp.shap_values].
 
-    Differentiable in: as :func:`shap_values` (``|.|`` has a kink where a value is 0). Under
+    Differentiable in: as [`shap_values`][jaximp.shap_values] (``|.|`` has a kink where a value is 0). Under
     ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
 
     Examples:
@@ -260,7 +260,7 @@ def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int |
 
 def expected_value(ens: Ensemble, *, method: str = "path_dependent",
                    background: Any = None) -> Array:
-    """The SHAP base value: the raw prediction that :func:`shap_values` distributes from.
+    """The SHAP base value: the raw prediction that [`shap_values`][jaximp.shap_values] distributes from.
 
     ``shap_values(ens, X, ...).sum(axis=1) + expected_value(ens, ...)`` equals the raw
     prediction. It is ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias``, with ``p_t`` the
@@ -273,9 +273,9 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
     Args:
         ens: the model.
         method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
-            as for :func:`shap_values`.
+            as for [`shap_values`][jaximp.shap_values].
         background: ``[B, F]`` background rows for ``method="interventional"``, as for
-            :func:`shap_values`.
+            [`shap_values`][jaximp.shap_values].
 
     Returns:
         ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
@@ -311,7 +311,7 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
     last (bias) row and column, to shap's ``TreeExplainer(model).shap_interaction_values`` and
     to XGBoost's ``predict(X, pred_interactions=True)`` without its bias row and column. Per
     tree, the Shapley interaction index (Lundberg et al. 2020, eq. 11) with the path-dependent
-    value function of :func:`shap_values`: ``Phi_ij = sum_{S without i, j} |S|! (m - |S| - 2)! /
+    value function of [`shap_values`][jaximp.shap_values]: ``Phi_ij = sum_{S without i, j} |S|! (m - |S| - 2)! /
     (2 (m - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and ``Phi_ii = phi_i -
     sum_{j != i} Phi_ij``; so each row's ``values.sum(axis=2)`` is its SHAP values.
 
@@ -322,7 +322,7 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows, or one row given 1-D (as for :func:`shap_values`).
+        X: ``[N, F]`` rows, or one row given 1-D (as for [`shap_values`][jaximp.shap_values]).
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
@@ -372,10 +372,10 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
             |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError: as :func:`shap_interaction_values`.
-        ValueError: as :func:`shap_interaction_values`.
+        TypeError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
+        ValueError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
 
-    Differentiable in: as :func:`shap_interaction_values` (``|.|`` has a kink at 0).
+    Differentiable in: as [`shap_interaction_values`][jaximp.shap_interaction_values] (``|.|`` has a kink at 0).
 
     Examples:
         >>> mean_abs = jaximp.shap_interaction_importance(ens, X[:50])
