@@ -110,7 +110,8 @@ def _credited_pairs(credited: tuple[tuple[int, ...], ...], first: np.ndarray, se
 
     Args:
         credited: the columns each internal feature is credited to.
-        first, second: ``i[n_scores]`` the internal features of each score (different features).
+        first: ``i[n_scores]`` the first internal feature of each score.
+        second: ``i[n_scores]`` the second internal feature of each score (another feature).
         score: ``f64[n_scores]`` non-negative scores; their total is CatBoost's 100.
         order: the internal feature of every split in the model's order (first appearances
             orient each pair, as CatBoost's ``GetFeatureToIdxMap``).

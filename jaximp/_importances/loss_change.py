@@ -48,8 +48,8 @@ def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Arr
     Each row's leaves are found once and give both its raw prediction and its SHAP values.
 
     Args:
-        params: ``(ens, tables)``, the model and its path-dependent SHAP tables.
-        rows: ``(x f32[n, F], y)``.
+        params (tuple): ``(ens, tables)``, the model and its path-dependent SHAP tables.
+        rows (tuple): ``(x f32[n, F], y)``.
         block: rows per fused block.
         loss: the model's loss (static).
     """

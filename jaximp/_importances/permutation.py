@@ -90,8 +90,11 @@ def permutation_setup(ens: Ensemble, n_rows: int, *, scoring: Any, n_repeats: An
     Args:
         ens: the model (checked by the caller).
         n_rows: N.
-        scoring, n_repeats, random_state, max_samples, feature_groups: as for
-            :func:`permutation_importance`.
+        scoring: as for :func:`permutation_importance`.
+        n_repeats: as for :func:`permutation_importance`.
+        random_state: as for :func:`permutation_importance`.
+        max_samples: as for :func:`permutation_importance`.
+        feature_groups: as for :func:`permutation_importance`.
         fn_name: the public function, for error messages.
         targets: the checked targets (``jaximp._importances.scoring.as_targets``), when the
             caller holds them: a named scorer's needs of them are checked too.

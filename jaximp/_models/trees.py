@@ -211,8 +211,8 @@ def goes_right(value: Array, border: Array, nan_right: Array, categorical: Array
 
     Args:
         value: ``f32[...]`` each value the node reads.
-        border, nan_right: ``f32``, ``bool`` the node's border and NaN direction, broadcast to
-            ``value``.
+        border: ``f32`` the node's border, broadcast to ``value``.
+        nan_right: ``bool`` the node's NaN direction (True: right), broadcast to ``value``.
         categorical: None (no set-membership splits: the threshold rule alone), or ``bool``
             broadcast to ``value``: the node splits on categories.
         words: ``u32[T M, n_words]`` the category bitsets of every node (``node_categories``
