@@ -103,6 +103,7 @@ def predict(ens: Any, X: Any) -> da.Array:
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
+        ValueError: ``X`` is a dask array that is not 2-d.
 
     Examples:
         >>> import dask.dataframe as dd
@@ -132,6 +133,7 @@ def leaf_indices(ens: Any, X: Any) -> da.Array:
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
+        ValueError: ``X`` is a dask array that is not 2-d.
 
     Examples:
         >>> import dask.array as da
@@ -163,7 +165,8 @@ def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background:
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
-        ValueError: an unknown method, or a background missing or unexpected.
+        ValueError: ``X`` is a dask array that is not 2-d, an unknown method, or a background
+            missing or unexpected.
 
     Examples:
         >>> import dask.array as da
@@ -200,7 +203,8 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
-        ValueError: an unknown method, a background missing or unexpected, or no rows.
+        ValueError: ``X`` is a dask array that is not 2-d, an unknown method, a background
+            missing or unexpected, or no rows.
 
     Examples:
         >>> import dask.array as da

@@ -191,9 +191,9 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     importances returned.
 
     The files are read batch by batch with ``pyarrow.dataset`` (the model's columns only); each
-    batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values] computes them) are written to ``out`` as
-    they come and added to running float64 sums of ``|SHAP|``. Nothing holds all rows, so memory
-    stays that of a few batches whatever the size of the files.
+    batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values] computes them) are written
+    to ``out`` as they come and added to running float64 sums of ``|SHAP|``. Nothing holds all
+    rows, so memory stays that of a few batches whatever the size of the files.
 
     Args:
         ens: the model (``jaximp.from_catboost``, ``from_xgboost``, ...).

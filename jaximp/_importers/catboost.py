@@ -42,9 +42,9 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
     """Import a CatBoost model, or a CatBoost model file, for explanation.
 
     Symmetric trees (CatBoost's default ``grow_policy="SymmetricTree"``) give an
-    [`ObliviousEnsemble`][jaximp.ObliviousEnsemble]; ``grow_policy="Depthwise"`` or ``"Lossguide"`` give a
-    [`TreeEnsemble`][jaximp.TreeEnsemble]. Every jaximp function takes either. The numbers equal CatBoost's own:
-    ``jaximp.predict`` its ``predict(X, prediction_type="RawFormulaVal")``,
+    [`ObliviousEnsemble`][jaximp.ObliviousEnsemble]; ``grow_policy="Depthwise"`` or ``"Lossguide"``
+    give a [`TreeEnsemble`][jaximp.TreeEnsemble]. Every jaximp function takes either. The numbers
+    equal CatBoost's own: ``jaximp.predict`` its ``predict(X, prediction_type="RawFormulaVal")``,
     ``jaximp.leaf_indices`` its ``calc_leaf_indexes``, ``jaximp.shap_values`` its
     ``get_feature_importance(type="ShapValues")``, and each importance the
     ``get_feature_importance`` type of the same name.

@@ -90,8 +90,8 @@ def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None,
     ``jaximp.split_importance`` its ``Booster.get_score(importance_type=...)``. Model files are
     read without XGBoost installed.
 
-    K is ``num_class`` for multiclass models, the number of targets for multi-output ones, else
-    1. Trees with vector leaves (``multi_strategy="multi_output_tree"``) are supported; XGBoost
+    K is ``num_class`` for multiclass models, the number of targets for multi-output ones, and 1
+    otherwise. Trees with vector leaves (``multi_strategy="multi_output_tree"``) are supported; XGBoost
     computes no SHAP values for them, and jaximp's are those of the same trees split into one
     tree per output. Categorical features (``enable_categorical=True``) read category codes:
     numbers as they are, a DataFrame's ``category`` columns coded by the training categories the

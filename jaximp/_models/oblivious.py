@@ -33,9 +33,11 @@ class ObliviousEnsemble(Ensemble):
     ``sum_d 2**d * [x[split_features[d]] > split_borders[d]]`` (CatBoost's leaf numbering).
     Arrays are pytree leaves, sizes and names static fields, so the ensemble is an argument of
     ``jax.jit``, ``jax.vmap`` and ``jax.grad`` like any other, and ``dataclasses.replace``
-    gives a modified copy. Build one with [`jaximp.from_catboost`][jaximp.from_catboost]. Trees shallower than the
-    deepest (``catboost.sum_models``) are stored at its depth, with splits that are never taken
-    and leaves of weight 0.
+    gives a modified copy. Build one with [`jaximp.from_catboost`][jaximp.from_catboost]. Trees
+    shallower than the deepest (``catboost.sum_models``) are stored at its depth, with splits
+    that are never taken and leaves of weight 0. E counts the features the splits read: the F
+    input columns of a numeric model; with categorical features, its float features, one-hot
+    values and CTRs.
 
     Attributes:
         split_features: ``i32[T, D]`` the feature each depth's split reads: an input column for
@@ -45,8 +47,8 @@ class ObliviousEnsemble(Ensemble):
         split_bins: ``i32[T, D]`` the index of the border in ``borders[feature]``: the split is
             ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
         split_mask: ``bool[T, D]`` False on the depths a shallower tree does not have.
-        borders: ``f32[E, n_borders]`` each split feature's sorted borders (CatBoost's
-            quantization borders), ``+inf`` past the last.
+        borders: ``f32[E, n_borders]`` each of the E split features' sorted borders
+            (CatBoost's quantization borders), ``+inf`` past the last.
         leaf_values: ``f32[T, L, K]`` leaf values as CatBoost stores them: the raw prediction
             is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
         leaf_weights: ``f32[T, L]`` training weight of each leaf.

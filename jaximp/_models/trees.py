@@ -79,8 +79,8 @@ class TreeEnsemble(Ensemble):
             At a split on a set of categories, the smallest value that reads as a category.
         node_nan_right: ``bool[T, M]`` a missing value (NaN) goes right, else left.
         node_children: ``i32[T, M, 2]`` left and right child pointers.
-        leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
-            + bias``.
+        leaf_values: ``f32[T, L, K]`` the leaf values: the raw prediction is
+            ``scale * sum_t leaf_values[t, leaf_t] + bias``.
         leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf; an internal node's
             cover is the sum of its leaves'.
         scale: ``f32[]`` the model's scale (a forest's ``1 / T``, for instance).

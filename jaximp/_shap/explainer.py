@@ -16,11 +16,11 @@ from jaximp._shap.values import layout_kernels
 class Explainer:
     """A SHAP explainer of a tree ensemble, in the manner of shap's ``TreeExplainer``.
 
-    What does not depend on the rows (each tree's SHAP tables, the expected value) is computed
-    once, when the explainer is built; each call then explains rows. Calling the explainer gives
-    a ``shap.Explanation``, so ``shap.plots.*`` work on it unchanged; its values equal
-    [`shap_values`][jaximp.shap_values] with the same method and background (and so CatBoost's ``ShapValues``
-    and shap's ``TreeExplainer(model, feature_perturbation=...)``).
+    What does not depend on the rows (each tree's SHAP tables, the expected value) is computed once,
+    when the explainer is built; each call then explains rows. Calling the explainer gives a
+    ``shap.Explanation``, so ``shap.plots.*`` work on it unchanged; its values equal
+    [`shap_values`][jaximp.shap_values] with the same method and background (and so CatBoost's
+    ``ShapValues`` and shap's ``TreeExplainer(model, feature_perturbation=...)``).
 
     Args:
         ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
@@ -67,8 +67,9 @@ class Explainer:
 
     @property
     def expected_value(self) -> Array:
-        """The expected raw prediction, as [`expected_value`][jaximp.expected_value]: ``f32[]`` when K == 1, else
-        ``f32[K]``, a ``jax.Array`` (a function of the model and the background alone)."""
+        """The expected raw prediction, as [`expected_value`][jaximp.expected_value]: ``f32[]``
+        when K == 1, else ``f32[K]``, a ``jax.Array`` (a function of the model and the background
+        alone)."""
         return self._expected
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,

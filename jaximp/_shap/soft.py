@@ -314,12 +314,12 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
     """The probability that each row reaches each leaf of each tree, in the smooth model of
     [`soft_predict`][jaximp.soft_predict].
 
-    ``P_t(l | x) = prod over the splits on leaf l's path of p (right) or 1 - p (left)``, with
-    ``p = sigmoid((x[feature] - border) / temperature)`` (1 or 0 for NaN, by the split's NaN
-    direction). Each tree's probabilities sum to 1; as ``temperature -> 0`` they go to the
-    one-hot of the leaf the row reaches ([`leaf_indices`][jaximp.leaf_indices]). The leaf axis is that of
-    ``ens.leaf_values`` (CatBoost's leaf index for CatBoost models), so ``soft_predict == scale
-    * einsum("ntl,tlk->nk", P, leaf_values) + bias``.
+    ``P_t(l | x) = prod over the splits on leaf l's path of p (right) or 1 - p (left)``, with ``p =
+    sigmoid((x[feature] - border) / temperature)`` (1 or 0 for NaN, by the split's NaN direction).
+    Each tree's probabilities sum to 1; as ``temperature -> 0`` they go to the one-hot of the leaf
+    the row reaches ([`leaf_indices`][jaximp.leaf_indices]). The leaf axis is that of
+    ``ens.leaf_values`` (CatBoost's leaf index for CatBoost models), so ``soft_predict == scale *
+    einsum("ntl,tlk->nk", P, leaf_values) + bias``.
 
     Args:
         ens: the model (numeric features only).
@@ -338,7 +338,8 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
         TypeError: as [`soft_predict`][jaximp.soft_predict].
         ValueError: as [`soft_predict`][jaximp.soft_predict].
 
-    Differentiable in: ``X``, ``temperature`` and the borders (see [`soft_predict`][jaximp.soft_predict]).
+    Differentiable in: ``X``, ``temperature`` and the borders (see
+    [`soft_predict`][jaximp.soft_predict]).
 
     Examples:
         >>> P = jaximp.soft_leaf_probabilities(ens, X[:5], 0.01)
@@ -357,15 +358,14 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
 
 def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
                      batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
-    """SHAP values of the smooth model of [`soft_predict`][jaximp.soft_predict]: explanations with gradients in
-    ``X``.
+    """SHAP values of the smooth model of [`soft_predict`][jaximp.soft_predict]: explanations with
+    gradients in ``X``.
 
-    The path-dependent value function of [`shap_values`][jaximp.shap_values] (Lundberg et al. 2020, Algorithm 1)
-    applied to the soft trees: a feature of the coalition routes the row with its soft
-    probabilities, the others by the splits' training covers. Computed exactly, at ``O(T L
-    D^2)`` per row. The values add up to ``soft_predict(ens, X, temperature) -
-    expected_value(ens)`` and go to ``shap_values(ens, X)`` as ``temperature -> 0`` (rows off
-    the borders).
+    The path-dependent value function of [`shap_values`][jaximp.shap_values] (Lundberg et al. 2020,
+    Algorithm 1) applied to the soft trees: a feature of the coalition routes the row with its soft
+    probabilities, the others by the splits' training covers. Computed exactly, at ``O(T L D^2)``
+    per row. The values add up to ``soft_predict(ens, X, temperature) - expected_value(ens)`` and
+    go to ``shap_values(ens, X)`` as ``temperature -> 0`` (rows off the borders).
 
     Args:
         ens: the model (numeric features only, with leaf weights).

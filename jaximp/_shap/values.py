@@ -231,8 +231,8 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
         TypeError: as [`shap_values`][jaximp.shap_values].
         ValueError: as [`shap_values`][jaximp.shap_values].
 
-    Differentiable in: as [`shap_values`][jaximp.shap_values] (``|.|`` has a kink where a value is 0). Under
-    ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
+    Differentiable in: as [`shap_values`][jaximp.shap_values] (``|.|`` has a kink where a value is
+    0). Under ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
 
     Examples:
         >>> mean_abs = jaximp.shap_importance(ens, X)
@@ -260,7 +260,8 @@ def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int |
 
 def expected_value(ens: Ensemble, *, method: str = "path_dependent",
                    background: Any = None) -> Array:
-    """The SHAP base value: the raw prediction that [`shap_values`][jaximp.shap_values] distributes from.
+    """The SHAP base value: the raw prediction that [`shap_values`][jaximp.shap_values] distributes
+    from.
 
     ``shap_values(ens, X, ...).sum(axis=1) + expected_value(ens, ...)`` equals the raw
     prediction. It is ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias``, with ``p_t`` the
@@ -309,11 +310,12 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
 
     Equal to CatBoost's ``get_feature_importance(type="ShapInteractionValues")`` without its
     last (bias) row and column, to shap's ``TreeExplainer(model).shap_interaction_values`` and
-    to XGBoost's ``predict(X, pred_interactions=True)`` without its bias row and column. Per
-    tree, the Shapley interaction index (Lundberg et al. 2020, eq. 11) with the path-dependent
-    value function of [`shap_values`][jaximp.shap_values]: ``Phi_ij = sum_{S without i, j} |S|! (m - |S| - 2)! /
-    (2 (m - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and ``Phi_ii = phi_i -
-    sum_{j != i} Phi_ij``; so each row's ``values.sum(axis=2)`` is its SHAP values.
+    to XGBoost's ``predict(X, pred_interactions=True)`` without its bias row and column. Per tree,
+    the Shapley interaction index (Lundberg et al. 2020, eq. 11) with the path-dependent value
+    function of [`shap_values`][jaximp.shap_values]: for ``i != j``, ``Phi_ij = sum_{S without
+    i, j} |S|! (m - |S| - 2)! / (2 (m - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))``, and
+    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so each row's ``values.sum(axis=2)`` is its SHAP
+    values.
 
     CatBoost credits a split on a CTR over several categorical columns to those columns
     equally, and leaves out the part of such a split's interactions that falls on one column
@@ -375,7 +377,8 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
         TypeError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
         ValueError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
 
-    Differentiable in: as [`shap_interaction_values`][jaximp.shap_interaction_values] (``|.|`` has a kink at 0).
+    Differentiable in: as [`shap_interaction_values`][jaximp.shap_interaction_values] (``|.|`` has
+    a kink at 0).
 
     Examples:
         >>> mean_abs = jaximp.shap_interaction_importance(ens, X[:50])
