@@ -9,6 +9,11 @@ by ``ens.layout``):
   tree of depth ``D_t`` is repeated in ``2**(D_t - 1 - d)`` nodes;
 * general trees count their own nodes, those that rows can reach, with the statistics their
   library stored when it did (``ens.node_gains``, ``ens.node_weights``).
+
+A tree's computed gains add up to the weighted variance of its output,
+``scale^2 sum_l c_l |v_l - mean|^2``. At the deepest split a node's gain equals
+PredictionValuesChange's leaf-pair term; above it, the leaf-pair formula compares leaves, not
+the node's children, so the two differ.
 """
 
 from __future__ import annotations

@@ -205,8 +205,9 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
 def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
                     background: Any = None, batch_size: int | None = None, devices: Any = None,
                     progress: bool = True) -> Any:
-    """Mean absolute SHAP value of each feature over the rows ``X``: shap's global
-    "mean(|SHAP value|)" bar chart, without holding the ``[N, F]`` SHAP values.
+    """Mean absolute SHAP value of each feature over the rows ``X``, without holding the
+    ``[N, F]`` SHAP values: the global importance that shap's ``shap.plots.bar(explanation)``
+    draws ("mean(|SHAP value|)").
 
     Equals ``np.abs(shap_values(ens, X, ...)).mean(axis=0)`` to float32 rounding: each step of
     ``batch_size`` rows is reduced on the device and the steps' sums are added in float64, so
