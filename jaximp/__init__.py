@@ -45,7 +45,7 @@ Architecture:
     (PredictionValuesChange, Interaction, split statistics, LossFunctionChange, permutation
     importance). Shape letters mean the same everywhere (legend: :mod:`jaximp._models`).
 
-Example:
+Examples:
     The docstrings' examples use this model, ``ens``, ``X`` and ``y``:
 
     >>> import catboost, jaximp

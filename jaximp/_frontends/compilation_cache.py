@@ -37,7 +37,10 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     Returns:
         The directory used, a ``pathlib.Path``.
 
-    Example:
+    Raises:
+        OSError: the directory cannot be created.
+
+    Examples:
         >>> import tempfile
         >>> folder = jaximp.enable_compilation_cache(tempfile.mkdtemp())  # None: ~/.cache/jaximp/jax
         >>> folder.is_dir()

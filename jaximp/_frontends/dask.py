@@ -8,21 +8,7 @@ that worker reads it from there. Results are dask arrays (chunk sizes those of t
 unknown for a DataFrame whose partition lengths are unknown) or, for the global importances,
 NumPy arrays computed from per-chunk float64 sums.
 
-Multi-GPU: run one worker per GPU (dask-cuda's ``LocalCUDACluster``, or ``dask worker
---nworkers N`` with ``CUDA_VISIBLE_DEVICES`` set per worker); each worker's JAX then sees one
-GPU, and chunks are explained where they are scheduled.
-
-Example:
-    >>> import dask.array as da
-    >>> import jaximp.dask
-    >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))  # or da.from_zarr(...)
-    >>> phi = jaximp.dask.shap_values(ens, rows)                        # dask.array [N, F], lazy
-    >>> phi.shape, phi.chunks[0]
-    ((442, 10), (100, 100, 100, 100, 42))
-    >>> np.allclose(phi.compute(), jaximp.shap_values(ens, X), rtol=1e-5, atol=1e-5)
-    True
-    >>> jaximp.dask.shap_importance(ens, rows).shape                    # NumPy f32[F], computed now
-    (10,)
+The public names, their user documentation and an example are in :mod:`jaximp.dask`.
 """
 
 from __future__ import annotations
@@ -99,9 +85,27 @@ def _abs_sum_chunk(explainer: Any, rows: Any) -> np.ndarray:
 
 
 def predict(ens: Any, X: Any) -> da.Array:
-    """Raw predictions of every row (``jaximp.predict``): ``f32[N]`` or ``f32[N, K]`` as a dask array.
+    """Raw predictions of every row, as a lazy dask array: ``jaximp.predict`` per chunk.
 
-    Example:
+    Equal to CatBoost's ``predict(X, prediction_type="RawFormulaVal")`` and the other libraries'
+    raw outputs (see ``jaximp.predict``).
+
+    Args:
+        ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
+            ``from_sklearn``).
+        X: ``dask.array [N, F]`` (chunked along rows; the columns are joined into one chunk) or
+            a dask DataFrame (one task per partition; columns matched to the model's feature
+            names, categorical columns raw).
+
+    Returns:
+        ``f32[N]`` when K == 1, else ``f32[N, K]``: a dask array, chunked as the rows (chunk
+            sizes unknown for a DataFrame whose partition lengths are unknown).
+
+    Raises:
+        TypeError: ``X`` is not a dask array or DataFrame.
+        ValueError: ``X`` is a dask array that is not 2-d.
+
+    Examples:
         >>> import dask.dataframe as dd
         >>> frame = dd.from_pandas(X, npartitions=3)             # columns matched by name
         >>> raw = jaximp.dask.predict(ens, frame).compute()
@@ -112,9 +116,26 @@ def predict(ens: Any, X: Any) -> da.Array:
 
 
 def leaf_indices(ens: Any, X: Any) -> da.Array:
-    """Leaf index of every row in every tree (``jaximp.leaf_indices``): ``i32[N, T]`` as a dask array.
+    """The leaf each row reaches in each tree, as a lazy dask array: ``jaximp.leaf_indices`` per
+    chunk.
 
-    Example:
+    Equal to CatBoost's ``calc_leaf_indexes`` and the other libraries' leaf numbers (see
+    ``jaximp.leaf_indices``).
+
+    Args:
+        ens: the model.
+        X: ``dask.array [N, F]`` (chunked along rows; the columns are joined into one chunk) or
+            a dask DataFrame (one task per partition; columns matched to the model's feature
+            names, categorical columns raw).
+
+    Returns:
+        ``i32[N, T]``: a dask array, chunked as the rows.
+
+    Raises:
+        TypeError: ``X`` is not a dask array or DataFrame.
+        ValueError: ``X`` is a dask array that is not 2-d.
+
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> np.array_equal(jaximp.dask.leaf_indices(ens, rows).compute(), jaximp.leaf_indices(ens, X))
@@ -124,10 +145,30 @@ def leaf_indices(ens: Any, X: Any) -> da.Array:
 
 
 def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background: Any = None) -> da.Array:
-    """SHAP values of every row (``jaximp.shap_values``): ``f32[N, F]`` or ``f32[N, F, K]`` as a
-    dask array. The per-tree tables are computed once, here, and shipped with the model.
+    """SHAP values of every row, as a lazy dask array: ``jaximp.shap_values`` per chunk.
 
-    Example:
+    Equal to CatBoost's ``get_feature_importance(type="ShapValues")`` and shap's
+    ``TreeExplainer`` for the same method (see ``jaximp.shap_values``). The SHAP tables are
+    computed once, when the graph is built, and sent with the model.
+
+    Args:
+        ens: the model.
+        X: ``dask.array [N, F]`` (chunked along rows; the columns are joined into one chunk) or
+            a dask DataFrame (one task per partition; columns matched to the model's feature
+            names, categorical columns raw).
+        method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
+            as for ``jaximp.shap_values``.
+        background: ``[B, F]`` background rows (in memory) for ``method="interventional"``.
+
+    Returns:
+        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``: a dask array, chunked as the rows.
+
+    Raises:
+        TypeError: ``X`` is not a dask array or DataFrame.
+        ValueError: ``X`` is a dask array that is not 2-d, an unknown method, or a background
+            missing or unexpected.
+
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> phi = jaximp.dask.shap_values(ens, rows, method="interventional", background=X[:100])
@@ -141,21 +182,31 @@ def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background:
 
 def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", background: Any = None,
                     **compute_kwargs: Any) -> np.ndarray:
-    """Mean ``|SHAP|`` of every feature over all rows (``jaximp.shap_importance``), computed now.
+    """Mean absolute SHAP value of every feature over all rows (``jaximp.shap_importance``),
+    computed now.
 
-    Each chunk returns only its float64 sum of ``|SHAP|`` (``[F(, K)]``) and its row count; the
-    sums are added by a tree reduction, so no worker or the client holds a per-row result.
+    Each chunk returns only its float64 sum of ``|SHAP|`` and its row count; the sums are added
+    by a tree reduction, so neither a worker nor the client holds a per-row result.
 
     Args:
         ens: the model.
-        X: ``dask.array [N, F]`` or a dask DataFrame.
-        method, background: as for ``jaximp.shap_values``.
-        **compute_kwargs: passed to ``dask.compute``.
+        X: ``dask.array [N, F]`` (chunked along rows; the columns are joined into one chunk) or
+            a dask DataFrame (one task per partition; columns matched to the model's feature
+            names, categorical columns raw).
+        method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
+            as for ``jaximp.shap_values``.
+        background: ``[B, F]`` background rows (in memory) for ``method="interventional"``.
+        **compute_kwargs: passed to ``dask.compute`` (``scheduler=``, ...).
 
     Returns:
-        NumPy ``f32[F]`` (``f32[F, K]`` when K > 1).
+        ``f32[F]`` when K == 1, else ``f32[F, K]``: a NumPy array.
 
-    Example:
+    Raises:
+        TypeError: ``X`` is not a dask array or DataFrame.
+        ValueError: ``X`` is a dask array that is not 2-d, an unknown method, a background
+            missing or unexpected, or no rows.
+
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> np.allclose(jaximp.dask.shap_importance(ens, rows), jaximp.shap_importance(ens, X),
@@ -198,16 +249,14 @@ def _permuted_score_chunk(ens: Any, groups: list, score: Any, x: np.ndarray, don
 def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_repeats: int = 5,
                            random_state: Any = None, sample_weight: Any = None, max_samples: float = 1.0,
                            feature_groups: Any = None, **compute_kwargs: Any):
-    """Permutation importance (``jaximp.permutation_importance``) of rows in a dask array, computed
-    now, for scores that are sums over rows: the model's own loss and the scorers MSE, RMSE,
-    MAE, accuracy, log loss and Brier score.
+    """Permutation importance of rows in a dask array (``jaximp.permutation_importance``,
+    scikit-learn's definition), computed now.
 
-    Repeat ``r`` draws the same row permutation as the in-memory function for the same
-    ``random_state`` (on the client: one index per row and repeat), gathers each row's donor
-    row with Dask (one shuffle of the rows per repeat), and each chunk returns only its
-    weighted loss with and without each group permuted (``G + 2`` floats). The scores are the
-    model loss's metric of those sums, so the importances equal the in-memory ones to float32
-    rounding of each row's loss.
+    For scores that are sums over rows: the model's own loss and the scorers MSE, RMSE, MAE,
+    accuracy, log loss and Brier score. Repeat ``r`` draws the same row permutation as the
+    in-memory function for the same ``random_state``, so the importances equal the in-memory
+    ones to float32 rounding of each row's loss. Each repeat shuffles the rows once with Dask,
+    and each chunk returns only its weighted loss with and without each feature permuted.
 
     Args:
         ens: a numeric model (``ObliviousEnsemble`` or ``TreeEnsemble``).
@@ -218,19 +267,28 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
             ``"neg_root_mean_squared_error"``, ``"neg_mean_absolute_error"``, ``"accuracy"``,
             ``"neg_log_loss"``, ``"neg_brier_score"`` (others are not sums over rows or need the
             targets' totals: compute them in memory).
-        n_repeats, random_state, sample_weight, max_samples, feature_groups: as for
-            ``jaximp.permutation_importance``.
-        **compute_kwargs: passed to ``dask.compute``.
+        n_repeats: R >= 1, times each feature is permuted.
+        random_state: an int, None (fresh entropy), a ``jax.random`` key or a NumPy
+            ``Generator``/``RandomState``, as for ``jaximp.permutation_importance``.
+        sample_weight: ``[N]`` non-negative row weights (NumPy or dask), or None.
+        max_samples: rows used per repeat: a float in ``(0, 1]`` (a fraction of N) or an int in
+            ``[1, N]``, as for ``jaximp.permutation_importance``.
+        feature_groups: None (one result per feature), or a list of G lists of column indices
+            or feature names permuted together.
+        **compute_kwargs: passed to ``dask.compute`` (``scheduler=``, ...).
 
     Returns:
-        ``sklearn.utils.Bunch(importances_mean f64[G], importances_std f64[G],
-        importances f64[G, R])`` of NumPy arrays (G = F without ``feature_groups``).
+        result (sklearn.utils.Bunch): ``importances_mean f64[F]``, ``importances_std f64[F]``
+            and ``importances f64[F, R]``, NumPy arrays; G in place of F with
+            ``feature_groups``.
 
     Raises:
-        TypeError, ValueError: bad arguments, a model with categorical features, a loss
-            jaximp does not know or a scorer that is not a sum over rows.
+        TypeError: ``X`` is not a 2-d dask array or DataFrame, or an argument of the wrong type.
+        ValueError: a model with categorical features, ``y`` or ``sample_weight`` not one per
+            row, a scorer that is not a sum over rows (compute it in memory), or another bad
+            argument (the message names it).
 
-    Example:
+    Examples:
         >>> import dask.array as da
         >>> rows = da.from_array(X.to_numpy(np.float32), chunks=(100, 10))
         >>> r = jaximp.dask.permutation_importance(ens, rows, y.to_numpy(), n_repeats=3, random_state=0)

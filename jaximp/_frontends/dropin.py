@@ -61,7 +61,9 @@ def get_feature_importance(
     log_cout: Any = None,
     log_cerr: Any = None,
 ) -> Any:
-    """CatBoost's ``model.get_feature_importance(...)``, computed by jaximp.
+    """CatBoost's ``model.get_feature_importance(...)``, computed by jaximp: replacing
+    ``model.get_feature_importance(`` with ``jaximp.get_feature_importance(model, `` is the whole
+    migration.
 
     Same arguments, defaults, type names and output layouts as CatBoost 1.2.10's
     ``CatBoost.get_feature_importance`` (CatBoost docs, "get_feature_importance"); the numbers
@@ -71,13 +73,15 @@ def get_feature_importance(
     * ``"FeatureImportance"``: ``"PredictionValuesChange"`` (ranking losses: CatBoost's
       ``"LossFunctionChange"`` over query groups, which jaximp does not compute: ValueError).
     * ``"PredictionValuesChange"``: ``f64[F]`` summing to 100
-      (:func:`jaximp.prediction_values_change`); with ``data`` the leaf weights are recounted on
-      its rows (a Pool's weights applied).
-    * ``"LossFunctionChange"``: ``f64[F]`` (:func:`jaximp.loss_function_change`); ``data`` must
-      be a ``catboost.Pool`` with labels (and optionally weights).
+      ([`jaximp.prediction_values_change`][jaximp.prediction_values_change]); with ``data`` the
+      leaf weights are recounted on its rows (a Pool's weights applied).
+    * ``"LossFunctionChange"``: ``f64[F]``
+      ([`jaximp.loss_function_change`][jaximp.loss_function_change]); ``data`` must be a
+      ``catboost.Pool`` with labels (and optionally weights).
     * ``"ShapValues"``: ``f64[N, F+1]``, the expected value in the last column, or
-      ``f64[N, K, F+1]`` for K > 1 (:func:`jaximp.shap_values`; ``shap_calc_type`` "Regular",
-      "Exact", "Approximate"; ``reference_data`` gives the interventional values). With
+      ``f64[N, K, F+1]`` for K > 1 ([`jaximp.shap_values`][jaximp.shap_values];
+      ``shap_calc_type`` "Regular", "Exact", "Approximate"; ``reference_data`` gives the
+      interventional values). With
       ``reference_data``, ``model_output="Probability"`` / ``"LossFunction"`` reproduce CatBoost's
       rescaling of each reference's raw values: for a row x and each reference row b,
       ``phi_b(x) * (T(x) - T(b)) / (f(x) - f(b))`` (1 when ``f(x) == f(b)``), averaged over b, with
@@ -86,15 +90,15 @@ def get_feature_importance(
       row's loss ``L(y_x, .)``; the last column is the mean of ``T(b)``. This costs one
       interventional table per reference row.
     * ``"ShapInteractionValues"``: ``f64[N, F+1, F+1]`` or ``f64[N, K, F+1, F+1]``
-      (:func:`jaximp.shap_interaction_values`); CatBoost puts the model's bias (per output) in
-      the last row and column and 0 in their corner. ``interaction_indices=(i, j)`` (indices or
-      feature names) gives ``[N, 3, 3]`` with ``Phi_ij`` off the diagonal and, on it, the main
-      effects of the combinations of columns that read both ``i`` and ``j`` (CTRs over several
-      categorical columns; 0 for models without them), or ``[N, 2, 2]`` with ``Phi_ii`` when
-      ``i == j``, as CatBoost does.
+      ([`jaximp.shap_interaction_values`][jaximp.shap_interaction_values]); CatBoost puts the
+      model's bias (per output) in the last row and column and 0 in their corner.
+      ``interaction_indices=(i, j)`` (indices or feature names) gives ``[N, 3, 3]`` with
+      ``Phi_ij`` off the diagonal and, on it, the main effects of the combinations of columns
+      that read both ``i`` and ``j`` (CTRs over several categorical columns; 0 for models without
+      them), or ``[N, 2, 2]`` with ``Phi_ii`` when ``i == j``, as CatBoost does.
     * ``"Interaction"``: ``f64[n_pairs, 3]`` rows ``[f, g, score]`` (``f < g``) of the pairs with a
       non-zero score, by score descending (ties by ``(f, g)``; CatBoost lists the pairs that
-      share a tree, in hash order for ties), from :func:`jaximp.interaction` with
+      share a tree, in hash order for ties), from [`jaximp.interaction`][jaximp.interaction] with
       ``output_reduction="sum"``: CatBoost's definition even for MultiClass, where it is float
       rounding noise (about 1e-8 in float32, so those rows do not match CatBoost's noise; use
       ``jaximp.interaction(ens)`` for a meaningful MultiClass score).
@@ -105,11 +109,10 @@ def get_feature_importance(
     * ``"SageValues"``: not supported (ValueError): CatBoost's is a Monte Carlo estimate drawn
       from its internal random generator, so its numbers cannot be reproduced.
 
-    A ``catboost.Pool`` with categorical features is read by CatBoost through a probe built from
-    the model (``jaximp._rows.pools``), for a model object, a model file or a jaximp ensemble
-    alike. Non-symmetric models (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or
-    categorical features) import
-    as a ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
+    A ``catboost.Pool`` with categorical features is read as CatBoost reads it, for a model
+    object, a model file or a jaximp ensemble alike. Non-symmetric models
+    (``grow_policy="Depthwise"``/``"Lossguide"``, numeric or categorical features) import as a
+    ``jaximp.TreeEnsemble`` and take PredictionValuesChange, LossFunctionChange,
     Interaction, ShapValues ("Regular", "Approximate", ``reference_data``) and
     ShapInteractionValues, with the layouts above and the numbers of the model reloaded from
     its JSON export (CatBoost's own reference for such trees: a freshly trained model's
@@ -139,12 +142,19 @@ def get_feature_importance(
         interaction_indices: None or two feature indices or names, for ShapInteractionValues.
         shap_calc_type: "Regular", "Approximate" or "Exact" (or a ``catboost.EShapCalcType``).
         reference_data: background rows for interventional ShapValues.
-        sage_n_samples, sage_batch_size, sage_detect_convergence: CatBoost's SageValues settings;
-            accepted for compatibility (SageValues is not supported).
-        log_cout, log_cerr: accepted for compatibility; jaximp logs nothing.
+        sage_n_samples: CatBoost's SageValues setting; accepted for compatibility (SageValues
+            is not supported).
+        sage_batch_size: CatBoost's SageValues setting; accepted for compatibility.
+        sage_detect_convergence: CatBoost's SageValues setting; accepted for compatibility.
+        log_cout: CatBoost's log stream; accepted for compatibility (jaximp logs nothing).
+        log_cerr: CatBoost's error log stream; accepted for compatibility.
 
     Returns:
-        See the types above.
+        CatBoost's layout of the type (see above), as float64 NumPy arrays: ``f64[F]`` for the
+            importances per feature, ``f64[N, F+1]`` / ``f64[N, K, F+1]`` for ShapValues,
+            ``f64[N, F+1, F+1]`` / ``f64[N, K, F+1, F+1]`` for ShapInteractionValues,
+            ``f64[n_pairs, 3]`` for Interaction; with ``prettified=True``, CatBoost's pandas
+            DataFrames.
 
     Raises:
         TypeError: ``model`` is not a model, a path or an ensemble; arguments of a wrong type.
@@ -153,7 +163,7 @@ def get_feature_importance(
             not use (``reference_data``, ``interaction_indices``, a non-default
             ``shap_calc_type`` or ``model_output``); unsupported types and models (see above).
 
-    Example:
+    Examples:
         >>> pool = catboost.Pool(X, y)
         >>> values = jaximp.get_feature_importance(model, pool, type="ShapValues")
         >>> values.shape, values.dtype                  # f64[N, F + 1], the expected value last

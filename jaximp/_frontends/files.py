@@ -190,10 +190,10 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     """Explain every row of Parquet or CSV files, streaming: SHAP values to Parquet, global
     importances returned.
 
-    Record batches are read with ``pyarrow.dataset`` (the model's columns only), explained with
-    per-tree tables built once (as ``jaximp.Explainer``), written to ``out`` as they come and
-    added to float64 running sums of ``|SHAP|``; nothing holds all rows, so memory stays that of a
-    few batches whatever the size of the files.
+    The files are read batch by batch with ``pyarrow.dataset`` (the model's columns only); each
+    batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values] computes them) are written
+    to ``out`` as they come and added to running float64 sums of ``|SHAP|``. Nothing holds all
+    rows, so memory stays that of a few batches whatever the size of the files.
 
     Args:
         ens: the model (``jaximp.from_catboost``, ``from_xgboost``, ...).
@@ -205,25 +205,30 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
             temporary name in the same folder and renamed to ``out`` when complete, replacing
             an earlier file: a failed or interrupted call leaves ``out`` as it was. Never a
             symbolic link. None: write nothing, only the importances.
-        method, background: as for :func:`jaximp.shap_values`.
+        method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
+            as for [`jaximp.shap_values`][jaximp.shap_values].
+        background: ``[B, F]`` background rows for ``method="interventional"``, as for
+            [`jaximp.shap_values`][jaximp.shap_values].
         columns: the columns to read, in the model's order; None: the model's feature names when
             the files have them, else every column.
-        batch_rows: rows per record batch (default 65536).
+        batch_rows: rows per record batch; None: 65536.
         predictions: also write the raw predictions.
-        progress: show a progress bar (tqdm, in terminals and notebooks).
-        batch_size, devices: as for :func:`jaximp.shap_values`.
+        progress: show a progress bar (tqdm, in terminals and notebooks); False silences it.
+        batch_size: rows per device step within a batch; None picks one for the device.
+        devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
         The mean ``|SHAP|`` of every feature over all rows (NumPy ``f32[F]``, ``f32[F, K]`` when
-        K > 1; float64 for a float64 model under ``jax_enable_x64``), as
-        :func:`jaximp.shap_importance` of all rows.
+            K > 1; float64 for a float64 model under ``jax_enable_x64``), as
+            [`jaximp.shap_importance`][jaximp.shap_importance] of all rows.
 
     Raises:
         FileNotFoundError: no file matches ``source``, or ``out``'s folder does not exist.
-        TypeError, ValueError: a bad source, columns, method, background or unreadable files; a
-            file of several that lacks a column read; ``out`` a directory or a symbolic link.
+        TypeError: an argument of the wrong type (``ens``, ``source``, ``columns``, ...).
+        ValueError: a bad source, columns, method or background; unreadable files; a file of
+            several that lacks a column read; ``out`` a directory or a symbolic link.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> folder = tempfile.TemporaryDirectory()
         >>> X.to_parquet(os.path.join(folder.name, "rows.parquet"))

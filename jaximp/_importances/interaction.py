@@ -110,7 +110,8 @@ def _credited_pairs(credited: tuple[tuple[int, ...], ...], first: np.ndarray, se
 
     Args:
         credited: the columns each internal feature is credited to.
-        first, second: ``i[n_scores]`` the internal features of each score (different features).
+        first: ``i[n_scores]`` the first internal feature of each score.
+        second: ``i[n_scores]`` the second internal feature of each score (another feature).
         score: ``f64[n_scores]`` non-negative scores; their total is CatBoost's 100.
         order: the internal feature of every split in the model's order (first appearances
             orient each pair, as CatBoost's ``GetFeatureToIdxMap``).
@@ -140,9 +141,12 @@ def _credited_pairs(credited: tuple[tuple[int, ...], ...], first: np.ndarray, se
 
 
 def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
-    """CatBoost's ``Interaction`` importance as a symmetric ``[F, F]`` matrix.
+    """How strongly each pair of features interacts in the trees: CatBoost's ``Interaction``
+    importance, as a symmetric ``[F, F]`` matrix.
 
-    For every tree and pair of its depths ``a < b`` splitting on different features ``f != g``::
+    CatBoost's ``get_feature_importance(type="Interaction")`` lists the same numbers as rows
+    ``[f, g, score]`` (CatBoost's documentation, "Feature interaction strength"). For every tree
+    and pair of its depths ``a < b`` splitting on different features ``f != g``:
 
         delta_k = sum_l s(l) leaf_values[t, l, k],  s(l) = +1 if bits a and b of l differ, else -1
         score[f, g] += |sum_k delta_k|                       (output_reduction="sum", CatBoost)
@@ -150,9 +154,7 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
 
     then the scores are scaled so that the pairs ``f < g`` sum to 100 (the whole symmetric
     matrix sums to 200). ``delta`` is the interaction contrast of the two splits, summed over
-    the other splits' leaves; leaf weights play no part. CatBoost's
-    ``get_feature_importance(type="Interaction")`` lists the same numbers as rows
-    ``[f, g, score]`` (CatBoost docs, "Feature interaction strength"; ``CalcMostInteractingFeatures``).
+    the other splits' leaves; leaf weights play no part.
 
     ``output_reduction`` matters only for K > 1. CatBoost adds the K outputs before taking the
     absolute value ("sum"). A ``MultiClass`` model's leaf values sum to zero over the classes,
@@ -177,12 +179,14 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
 
     Args:
         ens: the model.
-        output_reduction: None (see above), "sum" or "abs".
+        output_reduction: how the K outputs of a multi-output model are combined: "sum"
+            (CatBoost's), "abs", or None ("abs" for ``MultiClass`` models, "sum" otherwise; see
+            above).
 
     Returns:
         ``f32[F, F]`` (a ``jax.Array``), symmetric, non-negative, zero diagonal; the upper
-        triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
-        two splits on different features).
+            triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
+            two splits on different features).
 
     Differentiable in: ``ens.leaf_values`` (numeric models; an absolute value inside, so not
     where a pair's score is 0); leaf weights play no part. With categorical features the result
@@ -192,7 +196,7 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
         TypeError: ``ens`` is not an ``ObliviousEnsemble`` or ``TreeEnsemble``.
         ValueError: an unknown ``output_reduction``.
 
-    Example:
+    Examples:
         >>> m = jaximp.interaction(ens)
         >>> m.shape
         (10, 10)

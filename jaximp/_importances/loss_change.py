@@ -48,8 +48,8 @@ def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Arr
     Each row's leaves are found once and give both its raw prediction and its SHAP values.
 
     Args:
-        params: ``(ens, tables)``, the model and its path-dependent SHAP tables.
-        rows: ``(x f32[n, F], y)``.
+        params (tuple): ``(ens, tables)``, the model and its path-dependent SHAP tables.
+        rows (tuple): ``(x f32[n, F], y)``.
         block: rows per fused block.
         loss: the model's loss (static).
     """
@@ -113,26 +113,27 @@ def loss_function_change(
     subset of the rows above ``max(2e5, 2e9 / F)`` rows; jaximp always uses all of them.
 
     A ``TreeEnsemble`` (non-symmetric trees) gets the same definition with its own
-    path-dependent SHAP values, per combination class and shared among its columns when it has
-    categorical features: CatBoost's numbers on the model reloaded from its JSON export (in
+    path-dependent SHAP values (CatBoost credits a split on a CTR over several columns to
+    those columns equally): CatBoost's numbers on the model reloaded from its JSON export (in
     CatBoost, a freshly trained non-symmetric model's LossFunctionChange changes after that
     round trip; CatBoost issue 2136).
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric
+            ``catboost.Pool``).
         y: ``[N]`` targets or class labels (matched to ``ens.class_names``), ``[N, K]`` for
             multi-regression.
         sample_weight: ``[N]`` non-negative row weights, or None.
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
-        progress: show a progress bar when the call lasts more than a few seconds.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[F]``; positive when the loss grows without the feature. NumPy for rows in host
-        memory, a ``jax.Array`` on the rows' device for rows given as one (the per-row terms are
-        summed block by block on the device: only ``F + 1`` sums per block come back). The
-        dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
+        ``f32[F]``, positive when the loss grows without the feature: NumPy for rows in host
+            memory, a ``jax.Array`` on the rows' device for rows given as one; float64 for a
+            float64 model under ``jax_enable_x64``. Memory does not grow with N: the per-row
+            terms are summed on the device step by step.
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` (the covers of the SHAP
     values), ``ens.scale``, ``ens.bias``, ``sample_weight`` and, for regression, ``y``;
@@ -141,9 +142,13 @@ def loss_function_change(
     second class's 0/1 or probability, class indices; never as class labels).
 
     Raises:
-        TypeError, ValueError: bad X, y or sample_weight, or a loss other than the above.
+        TypeError: ``ens`` is not a jaximp ensemble, or ``X``, ``y`` or ``sample_weight`` is of
+            the wrong type.
+        ValueError: a bad ``X``, ``y`` or ``sample_weight``, or a model whose loss is not one of
+            the above (a model file without its loss: import it with
+            ``from_catboost(path, loss_function=...)``).
 
-    Example:
+    Examples:
         >>> lfc = jaximp.loss_function_change(ens, X, y)
         >>> lfc.shape
         (10,)

@@ -8,6 +8,17 @@ permutations once for every front end (:func:`permutation_setup`: in memory here
 keyed by ``ens.layout``; ``jaximp._importances.permutation_kernel``), and scores the result:
 block by block inside the kernel for scores that are sums over rows, else from the permuted
 predictions of all rows.
+
+Cost: with a row's other columns fixed, its prediction is a step function of column ``f``'s
+value (one step per split on ``f``), so each (feature, repeat) of an oblivious model costs two
+lookups in that function instead of a new prediction of every tree; a ``TreeEnsemble``'s
+permuted rows are gathered on the device and predicted whole, with the same permutations and
+the same scoring program. The rows (raw values, or an oblivious model's bins) go to the device
+once; scores that are sums over rows (the model's loss; the MSE, RMSE, MAE, R^2, accuracy, log
+loss and Brier scorers) are summed block by block inside the kernel, so only ``R (G + 1)`` sums
+per block come back (added in float64 on the host: identical for any batch size or device
+count). Other scores (ROC AUC, F1, functions) score the permuted predictions of all rows,
+``R G N K`` floats, on the device.
 """
 
 from __future__ import annotations
@@ -79,8 +90,11 @@ def permutation_setup(ens: Ensemble, n_rows: int, *, scoring: Any, n_repeats: An
     Args:
         ens: the model (checked by the caller).
         n_rows: N.
-        scoring, n_repeats, random_state, max_samples, feature_groups: as for
-            :func:`permutation_importance`.
+        scoring: as for :func:`permutation_importance`.
+        n_repeats: as for :func:`permutation_importance`.
+        random_state: as for :func:`permutation_importance`.
+        max_samples: as for :func:`permutation_importance`.
+        feature_groups: as for :func:`permutation_importance`.
         fn_name: the public function, for error messages.
         targets: the checked targets (``jaximp._importances.scoring.as_targets``), when the
             caller holds them: a named scorer's needs of them are checked too.
@@ -151,26 +165,25 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
                            progress: bool = True) -> Bunch:
     """Permutation importance: the drop in score when a feature's column is shuffled.
 
-    ``importances[f, r] = score(y, raw(X)) - score(y, raw(X with column f permuted in repeat r))``,
-    sklearn's definition (``sklearn.inspection.permutation_importance``, Breiman 2001). With a
-    row's other columns fixed, its prediction is a step function of column ``f``'s value (one
-    step per split on ``f``), so each (feature, repeat) costs two lookups in that function
-    instead of a new prediction of every tree.
+    ``importances[f, r] = score(y, raw(X)) - score(y, raw(X with column f permuted in repeat r))``:
+    scikit-learn's ``sklearn.inspection.permutation_importance`` (Breiman 2001), higher is more
+    important, in the same ``Bunch`` layout. With categorical features the raw column is
+    permuted, and every one-hot value and CTR that reads it moves with it.
 
     Randomness: repeat ``r`` uses one permutation of the rows for every feature or group (as
-    sklearn, whose features share their permutations), drawn from ``fold_in(key, r)``; the
-    result depends only on ``random_state``, never on ``batch_size`` or ``devices``. sklearn's
-    own random permutations cannot be reproduced, so the two agree within sampling error.
+    scikit-learn, whose features share their permutations), drawn from
+    ``jax.random.fold_in(key, r)``; the result depends only on ``random_state``, never on
+    ``batch_size`` or ``devices``. scikit-learn's own random permutations cannot be reproduced,
+    so the two agree within sampling error.
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool);
-            categorical columns hold their raw values, and permuting one re-evaluates the one-hot
-            and CTR splits that read it.
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``);
+            categorical columns hold their raw values.
         y: ``[N]`` targets, class labels of a classifier (matched to ``ens.class_names``), or
             ``[N, K]`` for multi-regression.
         scoring: None (minus the model's own loss, as CatBoost computes it: ``RMSE``,
-            ``Logloss``, ``MultiClass``, ``MultiRMSE``, ...), an sklearn scorer name
+            ``Logloss``, ``MultiClass``, ``MultiRMSE``, ...), a scikit-learn scorer name
             (``"neg_root_mean_squared_error"``, ``"r2"``, ``"accuracy"``, ``"neg_log_loss"``,
             ``"roc_auc"``, ``"f1"``, ..., each equal to the ``sklearn.metrics`` function of the
             same name with ``sample_weight``), or a jit-able JAX function
@@ -181,41 +194,31 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
         random_state: an int, None (fresh entropy), a ``jax.random`` key or a NumPy
             ``Generator``/``RandomState`` (one int is drawn from it).
         sample_weight: ``[N]`` non-negative row weights for the score, or None.
-        max_samples: rows used per repeat, as sklearn: a float in ``(0, 1]`` (a fraction of N)
-            or an int in ``[1, N]``. Each repeat draws its own rows without replacement; unlike
-            sklearn (baseline on all rows, the same subsample in every repeat), the baseline is
-            scored on the same rows as the permuted score, so unused features get exactly 0.
-        feature_groups: None (one row per feature), or a list of G lists of column indices or
-            feature names: the columns of a group are permuted together (the same row
+        max_samples: rows used per repeat, as scikit-learn's: a float in ``(0, 1]`` (a fraction
+            of N) or an int in ``[1, N]``. Each repeat draws its own rows without replacement;
+            unlike scikit-learn (baseline on all rows, the same subsample in every repeat), the
+            baseline is scored on the same rows as the permuted score, so unused features get
+            exactly 0.
+        feature_groups: None (one result per feature), or a list of G lists of column indices
+            or feature names: the columns of a group are permuted together (the same row
             permutation), and the result has one row per group, in the given order.
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
-        progress: show a progress bar when the call lasts more than a few seconds.
-
-    Where it runs: the rows (raw values, or an oblivious model's bins) go to the device once;
-    each step gathers its rows and their permuted copies there, and scores that are sums over
-    rows (the model's loss; the MSE, RMSE, MAE, R^2, accuracy, log loss and Brier scorers) are
-    summed block by block inside the kernel, so only ``R (G + 1)`` sums per block come back (added
-    in float64 on the host: identical for any batch size or device count). Other scores (ROC AUC,
-    F1, functions) score the permuted predictions of all rows, ``R G N K`` floats, on the device.
-
-    A ``TreeEnsemble`` (non-symmetric trees) takes the same arguments, draws the same
-    permutations for the same ``random_state`` and is scored by the same program; its permuted
-    rows are gathered on the device and predicted whole. With
-    categorical features, both kinds permute the raw column: every one-hot value and CTR that
-    reads it moves with it.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
-        importances=f64[F, R])`` (G in place of F with ``feature_groups``); std has ddof=0.
-        NumPy arrays for rows in host memory; ``jax.Array``s on the rows' device (float32
-        unless x64 is enabled) for rows given as one.
+            importances=f64[F, R])``, G in place of F with ``feature_groups``; the standard
+            deviation has ddof=0, as scikit-learn's. NumPy arrays for rows in host memory;
+            ``jax.Array`` values on the rows' device (float32 unless x64 is enabled) for rows given as
+            one.
 
     Raises:
-        TypeError, ValueError: bad X, y, sample_weight, scoring, n_repeats, max_samples,
-            feature_groups or random_state (the message names the argument).
+        TypeError: an argument of the wrong type (the message names it).
+        ValueError: a bad ``X``, ``y``, ``sample_weight``, ``scoring``, ``n_repeats``,
+            ``max_samples``, ``feature_groups`` or ``random_state`` (the message names it).
 
-    Example:
+    Examples:
         >>> r = jaximp.permutation_importance(ens, X, y, n_repeats=5, random_state=0)
         >>> r.importances_mean.shape, r.importances.shape
         ((10,), (10, 5))

@@ -88,7 +88,8 @@ def refeaturized_predictions(ens: Ensemble, raw: Any, group: np.ndarray, take: n
         ens: a model with categorical features.
         raw: the rows' ``RawColumns`` (float features, categorical hashes).
         group: the input columns permuted.
-        take, source: ``i[n]`` the rows scored and the rows their group values come from.
+        take: ``i[n]`` the rows scored.
+        source: ``i[n]`` the rows their group values come from.
         predict: ``f(x f32[n, E]) -> f32[n, K]`` the batched prediction of evaluated rows.
     """
     featurizer = ens.featurizer

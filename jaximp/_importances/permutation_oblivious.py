@@ -306,10 +306,11 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool,
     and results as every permuted-prediction kernel's: ``jaximp._importances.permutation_kernel``).
 
     Args:
-        params: ``(ens, plan, bins u8[n_all, E])``: the model, its :class:`StepPlan` and the bins
+        params (tuple): ``(ens, plan, bins u8[n_all, E])``: the model, its :class:`StepPlan` and the bins
             of every row (``n_all`` rows, padded), which ``rows`` index.
-        rows: ``(own, source)`` (and ``(y, weight)`` with ``score``).
-        block: rows per fused block (map_rows's choice). cpu: use small cache-sized blocks.
+        rows (tuple): ``(own, source)`` (and ``(y, weight)`` with ``score``).
+        block: rows per fused block (map_rows's choice).
+        cpu: use small cache-sized blocks.
         tabulate: look each slot's increment up in a per-leaf table (else: two leaf values).
         score: None, or a score that is a sum over rows, computed block by block.
     """

@@ -84,8 +84,11 @@ def kernel_setup(ens: TreeEnsemble, x: Any, groups: list[np.ndarray], repeats: i
         groups: G arrays of evaluated feature indices, permuted together (with a featurizer, the
             evaluated features that read only the group's columns:
             ``jaximp._importances.permutation_groups.evaluated_groups``).
-        repeats, batch_size, devices, fn_name: R; rows per step as given (None: the batching's
-            choice); the kernel's choices depend on neither R nor the devices.
+        repeats: R (the kernel's choices do not depend on it).
+        batch_size: rows per step as given (None: the batching's choice).
+        devices: as for :func:`jaximp.permutation_importance` (the kernel's choices do not depend
+            on them).
+        fn_name: the public function, for error messages.
     """
     masks = np.zeros((len(groups) + 1, ens.n_evaluated), bool)
     for g, columns in enumerate(groups):

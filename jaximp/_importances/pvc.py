@@ -123,54 +123,56 @@ def prediction_values_change(
     batch_size: int | None = None,
     devices: Any = None,
 ) -> Any:
-    """CatBoost's ``PredictionValuesChange`` importance (``FeatureImportance`` for non-ranking losses).
+    """How much the prediction changes, on average, across each feature's splits: CatBoost's
+    ``PredictionValuesChange`` importance.
 
-    For every tree, depth ``d`` and leaf pair ``(i, i ^ 2**d)`` (leaves that differ only at the
-    split of depth ``d``), with weights ``c1, c2`` and values ``v1, v2 [K]``::
+    Equals CatBoost's ``get_feature_importance(type="PredictionValuesChange")`` (also its
+    default ``type="FeatureImportance"`` for non-ranking losses), scaled to sum to 100. For
+    every split of a symmetric tree and every two leaves that differ only at that split, with
+    training weights ``c1, c2`` and values ``v1, v2 [K]`` (CatBoost's documentation, "Feature
+    importance"):
 
         avr = (c1 v1 + c2 v2) / (c1 + c2)
-        importance[split_features[t, d]] += sum_k c1 (v1 - avr)^2 + c2 (v2 - avr)^2
+        importance[feature of the split] += sum_k c1 (v1 - avr)^2 + c2 (v2 - avr)^2
 
-    then the importances are scaled to sum to 100 (CatBoost docs, "Feature importance",
-    PredictionValuesChange). Pairs with an empty leaf add 0, padded depths of
-    shallower trees add 0. Like CatBoost, the model's ``scale`` and ``bias`` play no part (a
-    scale multiplies every term by ``scale**2``, which the normalisation removes).
+    A ``TreeEnsemble`` gets CatBoost's rule for non-symmetric trees: sibling leaves are merged
+    bottom-up, each split scoring the same sum over its two children's weights and weighted
+    mean values. Leaves without weight add 0. Like CatBoost, the model's ``scale`` and
+    ``bias`` play no part (the normalisation removes ``scale**2``).
 
     Without ``X`` the leaf weights are the model's training weights (``ens.leaf_weights``).
-    With ``X``, CatBoost's ``get_feature_importance(Pool(X), type="PredictionValuesChange")``
-    recounts them from the rows of ``X``: ``c = sum of sample_weight over the rows in the leaf``
-    (1 per row without weights). A ``catboost.Pool`` brings its own weights. CatBoost also
-    multiplies by the model's class weights when the Pool has labels and the model was trained
-    with ``class_weights``/``auto_class_weights``; pass ``sample_weight=class_weights[y]`` to
+    With ``X``, as CatBoost's ``get_feature_importance(Pool(X),
+    type="PredictionValuesChange")``, they are recounted from the rows: each leaf's sum of
+    ``sample_weight`` over the rows that reach it (1 per row without weights; a
+    ``catboost.Pool`` brings its own weights). CatBoost also multiplies by the model's class
+    weights when the Pool has labels and the model was trained with
+    ``class_weights``/``auto_class_weights``; pass ``sample_weight=class_weights[y]`` to
     reproduce that.
-
-    A ``TreeEnsemble`` (non-symmetric trees) gets CatBoost's rule for such trees: sibling leaves
-    are merged bottom-up, each internal node scoring ``c1 (v1 - avr)^2 + c2 (v2 - avr)^2`` of
-    its two children's weights and weighted mean values.
 
     Args:
         ens: the model.
-        X: None, or ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool).
+        X: None, or ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame,
+            ``catboost.Pool``) to count the leaf weights on.
         sample_weight: ``f[N]`` non-negative row weights (only with ``X``); None: 1 per row, or
             the Pool's weights.
         batch_size: rows per device step when counting leaves; None picks one.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        ``f32[F]``, non-negative, summing to 100 (all zeros if every leaf pair has equal values):
-        a ``jax.Array`` without ``X`` (differentiable in ``leaf_values`` and ``leaf_weights``);
-        with ``X``, NumPy for rows in host memory and a ``jax.Array`` for rows given as one.
+        ``f32[F]``, non-negative, summing to 100 (all zeros if no split changes a value): a
+            ``jax.Array`` without ``X``; with ``X``, NumPy for rows in host memory and a
+            ``jax.Array`` for rows given as one.
 
     Differentiable in: ``ens.leaf_values`` and ``ens.leaf_weights`` (without ``X``) or
     ``sample_weight`` (with ``X``: the leaf weights are its sums per leaf); piecewise constant in
-    ``X`` and the splits. Not differentiable where a leaf pair's weights are both 0 (a kink).
+    ``X`` and the splits. Not differentiable where both leaves of a split have weight 0 (a kink).
 
     Raises:
         TypeError: ``ens`` is not an ensemble; ``X`` or ``sample_weight`` of a wrong type.
         ValueError: ``X`` of a wrong shape, ``sample_weight`` without ``X``, of a wrong length,
             negative or not finite; no ``X`` for a model file without leaf weights.
 
-    Example:
+    Examples:
         >>> pvc = jaximp.prediction_values_change(ens)
         >>> pvc.shape
         (10,)

@@ -9,6 +9,11 @@ by ``ens.layout``):
   tree of depth ``D_t`` is repeated in ``2**(D_t - 1 - d)`` nodes;
 * general trees count their own nodes, those that rows can reach, with the statistics their
   library stored when it did (``ens.node_gains``, ``ens.node_weights``).
+
+A tree's computed gains add up to the weighted variance of its output,
+``scale^2 sum_l c_l |v_l - mean|^2``. At the deepest split a node's gain equals
+PredictionValuesChange's leaf-pair term; above it, the leaf-pair formula compares leaves, not
+the node's children, so the two differ.
 """
 
 from __future__ import annotations
@@ -177,57 +182,50 @@ KERNELS = {"oblivious": _oblivious_statistics, "trees": _trees_statistics}
 
 
 def split_importance(ens: Ensemble, type: str) -> Array:
-    """Split statistics per feature: XGBoost's ``get_score`` and LightGBM's ``feature_importance``.
+    """Split statistics per feature: how often, with how much gain and over how much training
+    weight (cover) each feature is split on.
 
-    An oblivious tree is read as the binary tree it unrolls to, with CatBoost's orientation (the
-    root is the split of the highest bit, as ``plot_tree`` draws it): the split of depth ``d``
-    of a tree of depth ``D_t`` sits in ``2**(D_t - 1 - d)`` nodes, each counted as one split,
-    exactly as XGBoost would count the nodes of that binary tree (XGBoost docs,
-    ``Booster.get_score``'s ``importance_type``). A node's
-    cover is the training weight reaching it (``ens.leaf_weights`` summed over its leaves:
-    CatBoost stores weights, not hessians; they agree for RMSE); its gain is the weighted
-    squared change of the model's output that its split makes::
+    Each ``type`` gives the number the model's library gives under that name:
+
+    * XGBoost models: "weight", "gain" (mean), "cover" (mean), "total_gain" and "total_cover"
+      equal XGBoost's ``Booster.get_score(importance_type=type)`` (gains and covers as XGBoost
+      stored them, pooled over every class's trees).
+    * LightGBM models: "split" and "gain" equal LightGBM's ``Booster.feature_importance(type)``,
+      so "gain" is the *total* gain there (equal to "total_gain"); the other names keep
+      XGBoost's meaning ("cover" and "total_cover" read LightGBM's ``internal_count``).
+    * scikit-learn models: "impurity" equals the model's ``feature_importances_`` (mean decrease
+      in impurity); the XGBoost names use its weighted impurity decreases and samples.
+    * CatBoost models take XGBoost's names, computed as XGBoost would count the nodes of the
+      binary trees CatBoost's trees unroll to (CatBoost stores no gains): see below.
+
+    Types: "weight" and "split" (number of nodes splitting on the feature), "total_gain" (sum
+    of their gains), "gain" (= total_gain / weight; LightGBM models: total_gain),
+    "total_cover" (sum of their covers), "cover" (= total_cover / weight). A feature never
+    split on gets 0.
+
+    For CatBoost's symmetric trees, the split of depth ``d`` of a tree of depth ``D_t`` sits in
+    ``2**(D_t - 1 - d)`` nodes of the unrolled tree (the root is the split of the highest bit,
+    as CatBoost's ``plot_tree`` draws it), each counted as one split, so each depth adds the
+    tree's total training weight to "total_cover". A node's cover is the training weight
+    reaching it (CatBoost stores weights, not hessians; they agree for RMSE); its gain is the
+    weighted squared change of the model's output that its split makes:
 
         gain(node) = scale^2 * (cL |VL - V|^2 + cR |VR - V|^2)      (summed over the K outputs)
 
     with ``cL, cR`` the children's covers and ``VL, VR, V`` the cover-weighted mean leaf values
-    of the children and the node. This is the bottom-up merge of CatBoost's
-    PredictionValuesChange for non-symmetric trees and, for squared loss without leaf
-    regularisation, XGBoost's structure-score gain ``(GL^2/HL + GR^2/HR - G^2/H) / 2`` times
-    ``2 * learning_rate^2``. A tree's gains add up to the weighted variance of its output,
-    ``scale^2 sum_l c_l |v_l - mean|^2``. At the deepest split it equals PredictionValuesChange's
-    leaf-pair term; above, the leaf-pair formula compares leaves, not the node's children.
-
-    Types: "weight" and "split" (number of nodes splitting on the feature), "total_gain" (sum
-    of their gains), "gain" (= total_gain / weight; LightGBM models: total_gain, see below),
-    "total_cover" (sum of their covers: the nodes of one depth partition the tree's rows, so
-    each depth adds the tree's total training weight), "cover" (= total_cover / weight). A
-    feature never split on gets 0.
-
-    A ``TreeEnsemble`` counts its own nodes; the gains and covers its library stored (XGBoost's
-    ``get_score``: loss change and hessian sum per split, pooled over every class's trees;
-    LightGBM's ``feature_importance``: split counts and gains summed per feature), else
-    CatBoost's as above.
-
-    An importance type named as in the model's library gives that library's number: for an
-    XGBoost model (and CatBoost's and scikit-learn's, which take XGBoost's names) "weight",
-    "gain" (mean), "cover" (mean), "total_gain", "total_cover" are ``Booster.get_score``'s; for a
-    LightGBM model "split" and "gain" are ``Booster.feature_importance``'s, so "gain" is the
-    *total* gain there (equal to "total_gain"); the other names keep XGBoost's meaning ("cover"
-    and "total_cover" read LightGBM's ``internal_count``).
-
-    "impurity" is scikit-learn's ``feature_importances_`` (mean decrease in impurity, each
-    tree's decreases over its root's weighted samples; forests normalise each tree, average and
-    normalise again; boosting and single trees average and normalise once), for scikit-learn
-    models only.
+    of the children and the node. This is CatBoost's PredictionValuesChange term for
+    non-symmetric trees and, for squared loss without leaf regularisation, XGBoost's
+    structure-score gain ``(GL^2/HL + GR^2/HR - G^2/H) / 2`` times ``2 * learning_rate^2``. A
+    tree's gains add up to the weighted variance of its output.
 
     Args:
         ens: the model.
-        type: one of "weight", "split", "gain", "total_gain", "cover", "total_cover", "impurity".
+        type: one of "weight", "split", "gain", "total_gain", "cover", "total_cover",
+            "impurity" (see above).
 
     Returns:
         ``f32[F]`` (a ``jax.Array``); not normalised, except "impurity" (sums to 1, or all 0
-        without a split).
+            without a split).
 
     Differentiable in: for CatBoost models' "gain" and "total_gain", ``ens.leaf_values``,
     ``ens.leaf_weights`` and ``ens.scale``; "cover" and "total_cover" in ``ens.leaf_weights``;
@@ -239,7 +237,7 @@ def split_importance(ens: Ensemble, type: str) -> Array:
         ValueError: an unknown ``type``, "impurity" for a model not from scikit-learn, or gains
             and covers of a model without leaf weights.
 
-    Example:
+    Examples:
         >>> jaximp.split_importance(ens, "total_gain").shape
         (10,)
         >>> int(jaximp.split_importance(ens, "weight").sum())  # 20 trees of 2**4 - 1 nodes

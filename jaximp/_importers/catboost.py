@@ -39,41 +39,51 @@ _MAX_DEPTH = 30  # 2**30 leaves a tree: deeper is a damaged file (CatBoost train
 
 
 def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> ObliviousEnsemble | TreeEnsemble:
-    """Build an :class:`ObliviousEnsemble` from a CatBoost model or model file, or a
-    :class:`TreeEnsemble` from a non-symmetric one (``grow_policy="Depthwise"``/``"Lossguide"``).
+    """Import a CatBoost model, or a CatBoost model file, for explanation.
+
+    Symmetric trees (CatBoost's default ``grow_policy="SymmetricTree"``) give an
+    [`ObliviousEnsemble`][jaximp.ObliviousEnsemble]; ``grow_policy="Depthwise"`` or ``"Lossguide"``
+    give a [`TreeEnsemble`][jaximp.TreeEnsemble]. Every jaximp function takes either. The numbers
+    equal CatBoost's own: ``jaximp.predict`` its ``predict(X, prediction_type="RawFormulaVal")``,
+    ``jaximp.leaf_indices`` its ``calc_leaf_indexes``, ``jaximp.shap_values`` its
+    ``get_feature_importance(type="ShapValues")``, and each importance the
+    ``get_feature_importance`` type of the same name.
 
     Categorical features (one-hot and CTR splits, CTRs over combinations of columns) are
     supported: the ensemble then takes their raw values (strings or integers), or a
-    ``catboost.Pool``, and evaluates each split as CatBoost does, with the model's hashing and CTR
-    tables. A ``.cbm`` file is read by jaximp itself (CatBoost need not be installed) with
-    everything the model holds: a model object is saved to a temporary ``.cbm`` and read the same
-    way. A JSON export loses the per-target CTR tables of multi-target models (refused: read the
-    ``.cbm``). Trees without splits (``"splits": null`` in the export) add their one leaf value.
+    ``catboost.Pool``, and evaluates each split as CatBoost does. A ``.cbm`` file is read by
+    jaximp itself, so CatBoost need not be installed; a model object is saved to a temporary
+    ``.cbm`` and read the same way. Trees of different depths (``catboost.sum_models``) and trees
+    without splits (a constant) are supported.
 
     Args:
         model_or_path: a fitted ``catboost.CatBoost`` / ``CatBoostRegressor`` /
-            ``CatBoostClassifier``, or the path of a ``.cbm`` or ``.json`` model file.
+            ``CatBoostClassifier``, or the path of a ``.cbm`` or ``.json`` model file
+            (``save_model(path)`` or ``save_model(path, format="json")``).
         loss_function: the training loss's name (``"RMSE"``, ``"Logloss"``, ...), for a model
             file that does not record it; None reads it from the model. Only the results that
             depend on the loss (LossFunctionChange, permutation importance's default score)
             need it.
 
     Returns:
-        The ensemble, with ``leaf_values f32[T, L, K]``; trees of different depths (from
-        ``catboost.sum_models``) are padded to the deepest. A non-symmetric model gives a
-        ``TreeEnsemble`` (categorical features included), which every function takes (SHAP's
-        ``"exact"`` method excepted: CatBoost refuses it for such trees too).
+        The ensemble, with ``leaf_values f32[T, L, K]`` (K: 1 for regression and binary
+            classification, the classes of a multiclass model, the targets of a multi-target
+            one), its ``feature_names`` the model's feature names. A non-symmetric model gives a
+            ``TreeEnsemble``, which every function takes except ``shap_values(...,
+            method="exact")`` (CatBoost refuses ``shap_calc_type="Exact"`` for such trees too).
 
     Raises:
-        TypeError: ``model_or_path`` is neither a CatBoost model nor a path.
+        TypeError: ``model_or_path`` is neither a CatBoost model nor a path, or
+            ``loss_function`` is not a string.
         ValueError: the file is missing, unreadable or corrupt (truncated, damaged, not a
             CatBoost model, sizes or indices it declares but does not hold, values of the wrong
-            type), its dense layout would exceed the memory budget (the size it needs is named),
-            the model is not fitted or has no trees, it is a multi-target model with CTRs read
-            from a JSON export, or it uses what jaximp does not support (text or embedding
-            features).
+            type); the model would need more memory than jaximp allows (the size it needs is
+            named; the environment variable ``JAXIMP_MAX_PADDED_BYTES`` raises the limit); the
+            model is not fitted or has no trees; it is a multi-target model with CTRs read from
+            a JSON export (which loses their tables: read the ``.cbm``); or it uses what jaximp
+            does not support (text or embedding features).
 
-    Example:
+    Examples:
         >>> model = catboost.CatBoostRegressor(iterations=20, depth=4, verbose=0,
         ...                                    allow_writing_files=False).fit(X, y)
         >>> jaximp.from_catboost(model)

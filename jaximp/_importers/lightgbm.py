@@ -89,7 +89,21 @@ _FN = "from_lightgbm"
 
 
 def from_lightgbm(model: Any) -> TreeEnsemble:
-    """Build a :class:`TreeEnsemble` from a LightGBM model or model text file.
+    """Import a LightGBM model, or a LightGBM model text file, as a [`TreeEnsemble`][jaximp.TreeEnsemble].
+
+    The numbers equal LightGBM's own: ``jaximp.predict`` its ``predict(X, raw_score=True)``
+    (rows compared with the thresholds as LightGBM compares them, float32 and float64 rows
+    alike; ``zero_as_missing`` models included), ``jaximp.leaf_indices`` its
+    ``predict(X, pred_leaf=True)``, ``jaximp.shap_values`` and ``jaximp.expected_value`` its
+    ``predict(X, pred_contrib=True)`` (the expected value is the last column of each output),
+    and ``jaximp.split_importance(ens, "split")`` / ``"gain"`` its
+    ``Booster.feature_importance("split")`` / ``("gain")``. A random forest
+    (``boosting="rf"``) predicts the mean of its trees, as LightGBM's ``predict(X)`` does
+    (LightGBM's ``raw_score=True`` and ``pred_contrib=True`` leave that division out).
+
+    Categorical features (``categorical_feature=``, or a DataFrame's ``category`` columns) read
+    category codes: numbers as they are, a DataFrame's ``category`` columns coded by the
+    training frame's categories as LightGBM codes them (an unseen category is missing).
 
     Args:
         model: a ``lightgbm.Booster``, a fitted ``LGBMRegressor`` / ``LGBMClassifier`` /
@@ -99,21 +113,14 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
             the import.
 
     Returns:
-        The ensemble: ``leaf_values f32[T, L, K]`` (K = ``num_tree_per_iteration``), leaf weights
-        the training data counts, ``node_gains`` LightGBM's ``split_gain``, ``node_weights`` its
-        ``internal_count``, ``leaf_ids`` its leaf numbers (``jaximp.leaf_indices`` equals
-        ``predict(X, pred_leaf=True)``). ``predict`` equals ``predict(X, raw_score=True)`` on
-        float32 and float64 rows, each compared as LightGBM compares it (``value_thresholds``;
-        for random forests, ``average_output``, the mean of the trees, as ``predict(X)`` uses it;
-        LightGBM's ``raw_score=True`` and ``pred_contrib=True`` skip that division).
-        ``zero_as_missing`` models included. ``loss_function`` names CatBoost's loss that scores the raw score as the
-        objective does: ``"RMSE"`` (``regression``), ``"MAE"`` (``regression_l1``), ``"Logloss"``
-        (``binary``), ``"CrossEntropy"`` (``cross_entropy``), ``"MultiClass"`` (``multiclass``),
-        ``"MultiClassOneVsAll"`` (``multiclassova``), else ``""`` (pass ``scoring=``).
-        ``class_names`` are an ``LGBMClassifier``'s ``classes_``. Categorical features
-        (``categorical_feature=``, or a DataFrame's ``category`` columns) read category codes:
-        numbers as they are, a DataFrame's ``category`` columns coded by the training frame's
-        categories as LightGBM codes them (an unseen category is missing).
+        The ensemble, with ``leaf_values f32[T, L, K]`` (K = ``num_tree_per_iteration``: the
+            classes of a multiclass model, else 1). Its ``loss_function`` names the CatBoost
+            loss that scores raw predictions as the objective does: ``"RMSE"``
+            (``regression``), ``"MAE"`` (``regression_l1``), ``"Logloss"`` (``binary``),
+            ``"CrossEntropy"`` (``cross_entropy``), ``"MultiClass"`` (``multiclass``),
+            ``"MultiClassOneVsAll"`` (``multiclassova``), else ``""`` (give permutation
+            importance a ``scoring=``); its ``class_names`` are an ``LGBMClassifier``'s
+            ``classes_``.
 
     Raises:
         TypeError: ``model`` is not a LightGBM model or a path.
@@ -122,7 +129,7 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
             fitted, or the model has linear trees (``linear_tree=True``), which jaximp does not
             support.
 
-    Example:
+    Examples:
         >>> import lightgbm
         >>> regressor = lightgbm.LGBMRegressor(n_estimators=10, num_leaves=8, verbose=-1).fit(X, y)
         >>> lgb_ens = jaximp.from_lightgbm(regressor)

@@ -91,7 +91,19 @@ _REGRESSION_LOSSES = {"squared_error": "RMSE", "friedman_mse": "RMSE", "absolute
 
 
 def from_sklearn(model: Any) -> TreeEnsemble:
-    """Import a fitted scikit-learn tree model as a :class:`TreeEnsemble`.
+    """Import a fitted scikit-learn tree model as a [`TreeEnsemble`][jaximp.TreeEnsemble].
+
+    The numbers equal scikit-learn's own: ``jaximp.predict`` the model's raw output
+    (``predict`` for regressors, ``predict_proba`` for tree and forest classifiers,
+    ``decision_function`` for boosting classifiers), ``jaximp.leaf_indices`` its ``apply``,
+    ``jaximp.split_importance(ens, "impurity")`` its ``feature_importances_``; and
+    ``jaximp.shap_values`` equals shap's ``TreeExplainer(model,
+    feature_perturbation="tree_path_dependent")``.
+
+    Columns are matched by name when the model was fitted on a DataFrame
+    (``feature_names_in_``), else taken in order and named ``"0".."F-1"``. A
+    HistGradientBoosting model's categorical columns take raw values (strings, numbers, a
+    ``category`` column), coded as the model codes them.
 
     Args:
         model: a fitted ``DecisionTreeRegressor``/``Classifier``, ``ExtraTreeRegressor``/
@@ -100,25 +112,19 @@ def from_sklearn(model: Any) -> TreeEnsemble:
             ``HistGradientBoostingRegressor``/``Classifier``.
 
     Returns:
-        The ensemble: ``leaf_values f32[T, L, K]``, ``predict`` equal to the model's raw output
-        (``predict`` for regressors, ``predict_proba`` for tree and forest classifiers,
-        ``decision_function`` for boosting classifiers; K their outputs, classes, or 1 for a
-        binary boosting classifier), ``leaf_indices`` to its ``apply``,
-        ``split_importance(ens, "impurity")`` to its ``feature_importances_``. A forest's scale
-        is ``1 / T``; GradientBoosting's is its ``learning_rate`` and its ``init_`` prediction
-        the bias.
-        ``feature_names`` are ``feature_names_in_`` (a DataFrame's columns are then matched by
-        name), else ``"0".."F-1"`` (columns taken in order). A HistGradientBoosting model's
-        categorical columns take raw values (strings, numbers, a ``category`` column), coded as
-        the model codes them.
+        The ensemble, with ``leaf_values f32[T, L, K]``: K the outputs of a regressor, the
+            classes of a tree or forest classifier, the classes of a multiclass boosting
+            classifier, 1 for a binary one. A forest's ``scale`` is ``1 / T`` (the mean of its
+            trees); GradientBoosting's is its ``learning_rate``, and its ``init_`` prediction
+            the ``bias``.
 
     Raises:
         TypeError: ``model`` is not one of the estimators above.
         ValueError: an unfitted model, a multi-output classifier, a GradientBoosting ``init``
             whose prediction is not a constant, or a model whose fitted trees are inconsistent
-            (edited, or damaged: see the module docstring).
+            (edited, or unpickled from another scikit-learn version).
 
-    Example:
+    Examples:
         >>> from sklearn.ensemble import RandomForestRegressor
         >>> forest = RandomForestRegressor(n_estimators=10, max_depth=4, random_state=0).fit(X, y)
         >>> forest_ens = jaximp.from_sklearn(forest)

@@ -51,7 +51,7 @@ def loads(data: bytes) -> Any:
         ValueError: not well-formed UBJSON (unknown marker, truncated data, a count or length
             past the end of the data, nesting deeper than 64 levels, trailing bytes).
 
-    Example:
+    Examples:
         >>> loads(b"{i\\x01aU\\x07}")
         {'a': 7}
     """

@@ -81,14 +81,29 @@ _INTERNAL_ERRORS = (KeyError, IndexError, TypeError, AttributeError, OverflowErr
 
 def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None,
                  missing: float | None = None) -> TreeEnsemble:
-    """Import an XGBoost tree model as a :class:`TreeEnsemble`.
+    """Import an XGBoost tree model (``gbtree`` or ``dart`` booster) as a [`TreeEnsemble`][jaximp.TreeEnsemble].
+
+    The numbers equal XGBoost's own: ``jaximp.predict`` its ``predict(X, output_margin=True)``,
+    ``jaximp.leaf_indices`` its ``predict(X, pred_leaf=True)``, ``jaximp.shap_values`` and
+    ``jaximp.expected_value`` its ``predict(X, pred_contribs=True)`` (the expected value is its
+    last, bias column), ``jaximp.shap_interaction_values`` its ``pred_interactions=True``, and
+    ``jaximp.split_importance`` its ``Booster.get_score(importance_type=...)``. Model files are
+    read without XGBoost installed.
+
+    K is ``num_class`` for multiclass models, the number of targets for multi-output ones, and 1
+    otherwise. Trees with vector leaves (``multi_strategy="multi_output_tree"``) are supported; XGBoost
+    computes no SHAP values for them, and jaximp's are those of the same trees split into one
+    tree per output. Categorical features (``enable_categorical=True``) read category codes:
+    numbers as they are, a DataFrame's ``category`` columns coded by the training categories the
+    model stores, as XGBoost codes them (a category unseen in training is refused). Nameless
+    features are named ``"0".."F-1"`` (``get_score`` calls them ``"f0".."f{F-1}"``).
 
     Args:
         model: an ``xgboost.Booster``; a fitted ``XGBModel`` (``XGBRegressor``,
             ``XGBClassifier``, ``XGBRanker``, ...); the path of a model file saved as JSON
-            (``save_model("m.json")``) or UBJSON (``"m.ubj"``), read without XGBoost; the
-            bytes of ``Booster.save_raw("json")`` or ``save_raw("ubj")``; or the parsed JSON
-            document (a dict).
+            (``save_model("m.json")``) or UBJSON (``"m.ubj"``); the bytes of
+            ``Booster.save_raw("json")`` or ``save_raw("ubj")``; or the parsed JSON document (a
+            dict).
         iteration_range: ``(begin, end)`` boosting rounds to import, as ``predict``'s
             ``iteration_range`` (end 0: to the last). None: the rounds ``predict`` uses by
             default: every round for a Booster or a file, up to ``best_iteration`` for an
@@ -100,32 +115,21 @@ def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None,
             the value the model was trained and is used with (``missing=-999``).
 
     Returns:
-        The ensemble, whose ``predict`` equals XGBoost's ``predict(output_margin=True)``,
-        ``leaf_indices`` its ``pred_leaf=True``, ``shap_values`` and ``expected_value`` its
-        ``pred_contribs=True`` (the bias column), ``shap_interaction_values`` its
-        ``pred_interactions=True``, and ``split_importance`` its ``get_score``. K is
-        ``num_class`` for multiclass models, the number of targets for multi-output ones, else
-        1. Trees with vector leaves (``multi_strategy="multi_output_tree"``) add K values each;
-        XGBoost computes no SHAP values for them (3.2), and jaximp's are those of the same
-        trees split into K scalar trees (one per output), which XGBoost computes.
-        ``loss_function``: "RMSE", "Logloss", "CrossEntropy", "MultiClass", "MultiRMSE" or
-        "MAE" where the objective is that loss, else "" (pass ``scoring=``). ``class_names``:
-        an ``XGBClassifier``'s ``classes_``. Nameless features are named ``"0".."F-1"``
-        (XGBoost's ``get_score`` calls them ``"f0".."f{F-1}"``). Categorical features
-        (``enable_categorical=True``) read category codes: numbers as they are, a DataFrame's
-        ``category`` columns coded by the training categories the model stores, as XGBoost
-        codes them (a category unseen in training is refused). Rows equal to ``missing`` read
-        as missing.
+        The ensemble, with ``leaf_values f32[T, L, K]``; its ``loss_function`` is ``"RMSE"``,
+            ``"Logloss"``, ``"CrossEntropy"``, ``"MultiClass"``, ``"MultiRMSE"`` or ``"MAE"``
+            where the objective is that loss, else ``""`` (give permutation importance a
+            ``scoring=``); its ``class_names`` an ``XGBClassifier``'s ``classes_``.
 
     Raises:
         TypeError: ``model`` is none of the above.
         ValueError: a missing or unreadable file, not an XGBoost model, a ``gblinear`` booster
             (a linear model: no trees), a corrupt model (a declared size the content does not
             have, a child id outside its tree, a cycle, a leaf value beyond float32, ...), a
-            model whose padded layout exceeds jaximp's memory budget, a bad ``missing``, an
-            empty iteration range, or an unfitted model.
+            model that would need more memory than jaximp allows (the environment variable
+            ``JAXIMP_MAX_PADDED_BYTES`` raises the limit), a bad ``iteration_range`` or
+            ``missing``, an empty iteration range, or an unfitted model.
 
-    Example:
+    Examples:
         >>> import xgboost
         >>> regressor = xgboost.XGBRegressor(n_estimators=10, max_depth=3).fit(X, y)
         >>> xgb_ens = jaximp.from_xgboost(regressor)

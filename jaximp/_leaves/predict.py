@@ -57,29 +57,33 @@ def kernels(ens: Any, fn_name: str) -> LeafKernels:
 
 def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
                  progress: bool = True) -> Any:
-    """Leaf index of every row in every tree, equal to CatBoost's ``calc_leaf_indexes``.
+    """The leaf each row reaches in each tree.
 
-    A ``TreeEnsemble`` numbers leaves as its library does: CatBoost's depth-first order,
-    scikit-learn's ``apply``, XGBoost's and LightGBM's ``pred_leaf``.
+    Equal to the library's own leaf numbers: CatBoost's ``calc_leaf_indexes``, scikit-learn's
+    ``apply``, XGBoost's ``predict(X, pred_leaf=True)`` and LightGBM's
+    ``predict(X, pred_leaf=True)``. For CatBoost's symmetric trees, bit ``d`` of a leaf index
+    is the outcome of the tree's split at depth ``d``.
 
     Args:
-        ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool), or
+        ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
+            ``from_sklearn``).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or
             one row given 1-D (``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``i32[N, T]`` (``i32[T]`` for one row given 1-D); for an oblivious tree, bit ``d`` of
-        ``[n, t]`` is the outcome of tree ``t``'s split at depth ``d``. NumPy for rows in host
-        memory, a ``jax.Array`` on the rows' device for rows given as one.
-        Integers: piecewise constant in everything (see ``jaximp.soft_leaf_probabilities``).
+        ``i32[N, T]`` (``i32[T]`` for one row given 1-D): NumPy for rows in host memory, a
+            ``jax.Array`` on the rows' device for rows given as one. Integers, so piecewise
+            constant in everything (``jaximp.soft_leaf_probabilities`` is a smooth version).
 
     Raises:
-        TypeError, ValueError: ``X`` is not ``[N, F]`` rows of the model's features.
+        TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
+        ValueError: ``X`` does not hold the model's features (a column count or names that
+            differ, no rows, a missing value where the model forbids it).
 
-    Example:
+    Examples:
         >>> leaves = jaximp.leaf_indices(ens, X)
         >>> leaves.shape, leaves.dtype
         ((442, 20), dtype('int32'))
@@ -96,20 +100,37 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
 @register_predict
 def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: Any = None,
             progress: bool = True) -> Any:
-    """Raw predictions, CatBoost's ``RawFormulaVal``: ``f32[N]`` if K == 1 else ``f32[N, K]``.
+    """Raw predictions of the model, before any link function.
 
-    The same as ``ens.predict(X)`` (:meth:`ObliviousEnsemble.predict`,
-    :meth:`TreeEnsemble.predict`), with a progress bar (tqdm) when the call lasts over 2
-    seconds; ``progress=False`` silences it. NumPy for rows in host memory, a ``jax.Array`` on
-    the rows' device for rows given as one. One row given 1-D (an ``[F]`` array or list, a
-    pandas Series such as ``X.iloc[0]``) gives a scalar ``f32[]`` (K == 1) or ``f32[K]``, as
-    CatBoost's ``predict`` does. The dtype is the model's (float64 for a float64 model under
-    ``jax_enable_x64``).
+    Equal to CatBoost's ``predict(X, prediction_type="RawFormulaVal")``, XGBoost's
+    ``predict(X, output_margin=True)``, LightGBM's ``predict(X, raw_score=True)`` and
+    scikit-learn's ``predict`` (regressors), ``predict_proba`` (tree and forest classifiers) or
+    ``decision_function`` (boosting classifiers). The same as ``ens.predict(X)``.
+
+    Args:
+        ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
+            ``from_sklearn``).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or
+            one row given 1-D (``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
+        batch_size: rows per device step; None picks one for the device.
+        devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
+
+    Returns:
+        ``f32[N]`` when K == 1, else ``f32[N, K]``; one row given 1-D gives ``f32[]`` or
+            ``f32[K]``, as CatBoost's ``predict`` does. NumPy for rows in host memory, a
+            ``jax.Array`` on the rows' device for rows given as one; float64 for a float64 model
+            under ``jax_enable_x64``.
+
+    Raises:
+        TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
+        ValueError: ``X`` does not hold the model's features (a column count or names that
+            differ, no rows, a missing value where the model forbids it).
 
     Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias``; piecewise constant in
-    ``X`` and the borders.
+    ``X`` and the borders (``jaximp.soft_predict`` is a smooth relaxation).
 
-    Example:
+    Examples:
         >>> jaximp.predict(ens, X).shape
         (442,)
         >>> bool(np.isclose(jaximp.predict(ens, X.iloc[0]), model.predict(X.iloc[0]), rtol=1e-5, atol=1e-3))

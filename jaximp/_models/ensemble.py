@@ -53,7 +53,7 @@ class Ensemble:
     @property
     def n_leaves(self) -> int:
         """L, the leaves of each tree's table: ``2**D`` for oblivious trees, the most leaves of
-        any tree for general trees (padded)."""
+        any tree for general trees (every tree is stored with L)."""
         return self.leaf_values.shape[1]
 
     @property
@@ -63,27 +63,37 @@ class Ensemble:
 
     @property
     def n_players(self) -> int:
-        """P, the players of attribution (P = F unless splits read several columns at once)."""
+        """P, the groups of columns SHAP values are computed for before they are shared among the
+        columns: F, unless CatBoost's CTRs combine several columns (``players``)."""
         return self.n_features if self.players is None else len(self.players)
 
     def predict(self, X: Any, *, batch_size: int | None = None, devices: Any = None) -> Any:
-        """Raw predictions: CatBoost's ``prediction_type="RawFormulaVal"``, or the raw output of
-        the library the trees come from (see its importer).
+        """Raw predictions of the model: ``jaximp.predict(ens, X)`` as a method.
+
+        Equal to CatBoost's ``predict(X, prediction_type="RawFormulaVal")``, XGBoost's
+        ``predict(X, output_margin=True)``, LightGBM's ``predict(X, raw_score=True)`` and
+        scikit-learn's raw output (see ``jaximp.predict``).
 
         Args:
-            X: ``[N, F]`` rows: NumPy/JAX array, pandas/polars DataFrame or catboost.Pool.
-            batch_size: rows per device step (None picks one).
-            devices: None, an int or a list of ``jax.Device`` to shard rows over.
+            X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or
+                one row given 1-D.
+            batch_size: rows per device step; None picks one for the device.
+            devices: None (default device), an int or a list of ``jax.Device`` to shard rows
+                over.
 
         Returns:
             ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
-            ``jax.Array`` on the rows' device for rows given as one.
+                ``jax.Array`` on the rows' device for rows given as one.
+
+        Raises:
+            TypeError: ``X`` is not rows.
+            ValueError: ``X`` does not hold the model's features.
 
         Differentiable in: ``leaf_values``, ``scale``, ``bias`` (under ``jax.grad``, ``jit`` and
         ``vmap``); piecewise constant in ``X`` and the borders (zero gradient; see
         ``jaximp.soft_predict`` for a smooth relaxation).
 
-        Example:
+        Examples:
             >>> raw = ens.predict(X)
             >>> raw.shape
             (442,)

@@ -6,7 +6,9 @@ the leaf index is the outcome of the split at depth ``d`` (CatBoost's layout: th
 that ``calc_leaf_indexes`` returns).
 Trees shallower than D are padded: the padded depths have ``split_mask == False``, a border of
 ``+inf`` (never true), and leaves whose padded bits are set have weight 0, so every result is
-that of the unpadded tree.
+that of the unpadded tree. ``players`` are CatBoost's combination classes (the players of
+attribution); a categorical model's featurizer runs on the host, in NumPy, and computes every
+bin (``n_searched`` 0), so no border search is spent on the many CTRs such a model has.
 """
 
 from __future__ import annotations
@@ -25,53 +27,58 @@ from jaximp._models.featurizer import Featurizer
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True, repr=False)  # Ensemble.__repr__: one line
 class ObliviousEnsemble(Ensemble):
-    """A trained oblivious ensemble (CatBoost's symmetric trees) as a frozen JAX pytree.
+    """A trained CatBoost model of symmetric (oblivious) trees, as a frozen JAX pytree.
 
+    A symmetric tree applies the same split at every node of a level, so a row's leaf index is
+    ``sum_d 2**d * [x[split_features[d]] > split_borders[d]]`` (CatBoost's leaf numbering).
     Arrays are pytree leaves, sizes and names static fields, so the ensemble is an argument of
     ``jax.jit``, ``jax.vmap`` and ``jax.grad`` like any other, and ``dataclasses.replace``
-    gives a modified copy. Build one with :func:`jaximp.from_catboost`.
+    gives a modified copy. Build one with [`jaximp.from_catboost`][jaximp.from_catboost]. Trees
+    shallower than the deepest (``catboost.sum_models``) are stored at its depth, with splits
+    that are never taken and leaves of weight 0. E counts the features the splits read: the F
+    input columns of a numeric model; with categorical features, its float features, one-hot
+    values and CTRs.
 
     Attributes:
-        split_features: ``i32[T, D]`` evaluated feature read by the split at each depth (0 where
-            padded): an input column for numeric models, see ``featurizer`` for the others.
-        split_borders: ``f32[T, D]`` the split is ``x > border`` (``+inf`` where padded).
-        split_bins: ``i32[T, D]`` index of the border in ``borders[feature]``: the split is
+        split_features: ``i32[T, D]`` the feature each depth's split reads: an input column for
+            numeric models (see ``featurizer`` for the others).
+        split_borders: ``f32[T, D]`` the split is ``x > border`` (``+inf`` for a split never
+            taken).
+        split_bins: ``i32[T, D]`` the index of the border in ``borders[feature]``: the split is
             ``bin(x) > split_bins`` with ``bin(x) = #{b in borders[feature] : b < x}``.
-        split_mask: ``bool[T, D]`` False on padded depths of shallower trees.
-        borders: ``f32[E, n_borders]`` each evaluated feature's sorted borders, padded with ``+inf``
-            to the most borders of any feature.
+        split_mask: ``bool[T, D]`` False on the depths a shallower tree does not have.
+        borders: ``f32[E, n_borders]`` each of the E split features' sorted borders
+            (CatBoost's quantization borders), ``+inf`` past the last.
         leaf_values: ``f32[T, L, K]`` leaf values as CatBoost stores them: the raw prediction
             is ``scale * sum_t leaf_values[t, leaf_t] + bias``.
-        leaf_weights: ``f32[T, L]`` training weight of each leaf (0 for padded leaves).
+        leaf_weights: ``f32[T, L]`` training weight of each leaf.
         scale: ``f32[]`` CatBoost's scale.
         bias: ``f32[K]`` CatBoost's bias.
-        n_features: F, the model's input columns, static.
+        n_features: F, the model's input columns.
         feature_names: the F column names (CatBoost's feature ids, or "0", "1", ...).
-        nan_modes: per evaluated feature "Min" (NaN below every border), "Max" (above every
-            border) or "AsIs" (every comparison with NaN is false, which routes like "Min").
+        nan_modes: per split feature, CatBoost's ``nan_mode``: "Min" (NaN below every border),
+            "Max" (above every border) or "AsIs" (every comparison with NaN is false, which
+            routes like "Min").
         loss_function: the training loss as CatBoost names it ("RMSE", "Logloss", ...).
         class_names: class labels of a classifier, else ``()``.
-        featurizer: None for numeric models, whose evaluated features are the F input columns
-            (E = F). With categorical features, the map (run on the host, in NumPy) from raw
-            columns to the E evaluated features: float features, one-hot values and CTRs, as
+        featurizer: None for numeric models. With categorical features, how the raw columns
+            become the values the splits read (float features, one-hot values and CTRs), as
             CatBoost computes them from the model's hashing and CTR tables.
-        players: None (each input column is a player: P = F), or the P players of attribution:
-            each a sorted tuple of the input columns it reads. CatBoost attributes to the
-            distinct sets of columns that splits read, and divides a set's attribution equally
-            among its columns (``value / flatFeatures.size()``).
-        player_of: with ``players``: the player of each evaluated feature, ``E`` entries.
-        reads: with ``players``: the input columns each evaluated feature reads, ``E`` entries,
-            a column once per element of a CTR's combination. Wider than its player for a CTR
-            over categorical and binarized float features: CatBoost credits SHAP to the
-            categorical columns only, but PredictionValuesChange to every element's column.
+        players: None for numeric models; else the groups of input columns CatBoost credits
+            together, each a sorted tuple: CatBoost credits a split on a CTR over several
+            columns to those columns equally (``value / flatFeatures.size()``).
+        player_of: with ``players``: the group of each split feature.
+        reads: with ``players``: the input columns each split feature reads, a column once per
+            element of a CTR's combination. It can be wider than the feature's group: CatBoost
+            credits SHAP values of a CTR over categorical and float columns to the categorical
+            columns only, but PredictionValuesChange to every element's column.
         leaf_weights_known: False when the model file carries no leaf weights (``leaf_weights``
-            is then 0, and what needs training weights must count them on data, as CatBoost does).
-        n_searched: None when every evaluated feature holds raw values; else the first
-            ``n_searched`` do and the others hold their bin already (``#{borders < value}``).
-            The featurizer of a categorical model computes every bin (0 searched), so no border
-            search is spent on the many CTRs such a model has.
+            is then 0, and what needs training weights counts them on the rows given, as
+            CatBoost does).
+        n_searched: None when every split feature reads raw values; else the first
+            ``n_searched`` do and the featurizer gives the others' border index directly.
 
-    Example:
+    Examples:
         >>> ens
         ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE')
         >>> ens.n_trees, ens.depth, ens.n_features, ens.n_outputs
@@ -116,7 +123,8 @@ class ObliviousEnsemble(Ensemble):
 
     @property
     def split_players(self) -> Array:
-        """``i32[T, D]`` the player of each split (its evaluated feature's set of columns)."""
+        """``i32[T, D]`` the group of columns (``players``) each split is credited to: its feature
+        for numeric models."""
         if self.player_of is None:
             return self.split_features
         return jnp.asarray(self.player_of, jnp.int32)[self.split_features]

@@ -26,6 +26,15 @@ scikit-learn's ``is_categorical``) read a feature holding category codes. Such a
 bit holds where every other value goes (below the library's smallest category, at or past ``last``, or a
 category the node's library bitset does not cover); a NaN goes right where ``node_nan_right[n]``.
 :func:`goes_right` is that rule, the one every kernel applies.
+
+Field notes (the class docstring says what each field means to a user): padded nodes have
+feature 0 and border ``+inf``; ``featurizer`` runs on the host, in NumPy; ``players`` are
+CatBoost's combination classes (the players of attribution, P of them, each its sorted input
+columns) with ``player_of`` the player of each of the E evaluated features; ``category_codes`` is
+a ``jaximp._models.categories.CategoryCodes`` and ``value_thresholds`` a
+``jaximp._models.thresholds.ValueThresholds`` (its ``library`` names the model's library);
+``node_categorical`` None keeps the kernels of models without set-membership splits as they
+were.
 """
 
 from __future__ import annotations
@@ -46,75 +55,79 @@ from jaximp._models.ensemble import Ensemble, NanMode
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True, repr=False)  # Ensemble.__repr__: one line
 class TreeEnsemble(Ensemble):
-    """A trained ensemble of general binary trees as a frozen JAX pytree, padded to one shape.
+    """A trained ensemble of binary trees of any shape, as a frozen JAX pytree.
 
-    CatBoost's non-symmetric trees (``grow_policy="Depthwise"``/``"Lossguide"``) and the trees
-    of scikit-learn, XGBoost and LightGBM import as one (:func:`jaximp.from_catboost`,
-    :func:`jaximp.from_sklearn`, :func:`jaximp.from_xgboost`, :func:`jaximp.from_lightgbm`).
-    Each tree has internal nodes ``0..M-1`` and leaves ``0..L-1``; a child (or root) pointer
-    ``c`` names internal node ``c`` when ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``. Leaves
-    are numbered depth-first, left to right (CatBoost's ``calc_leaf_indexes`` numbering);
-    smaller trees are padded with nodes never reached and leaves of value and weight 0.
+    The trees of scikit-learn, XGBoost and LightGBM, and CatBoost's non-symmetric trees
+    (``grow_policy="Depthwise"``/``"Lossguide"``), import as one: build it with
+    [`jaximp.from_sklearn`][jaximp.from_sklearn], [`jaximp.from_xgboost`][jaximp.from_xgboost],
+    [`jaximp.from_lightgbm`][jaximp.from_lightgbm] or
+    [`jaximp.from_catboost`][jaximp.from_catboost]. Arrays are pytree leaves, sizes and names
+    static fields, so the ensemble is an argument of ``jax.jit``, ``jax.vmap`` and ``jax.grad``
+    like any other, and ``dataclasses.replace`` gives a modified copy. Every tree is stored with
+    the shape of the largest (M internal nodes, L leaves); the extra nodes are never reached and
+    the extra leaves have value and weight 0. A child pointer ``c`` names internal node ``c`` when
+    ``c >= 0`` and leaf ``-c - 1`` when ``c < 0``; leaves are numbered depth-first, left to right
+    (CatBoost's ``calc_leaf_indexes`` numbering).
 
     Attributes:
-        roots: ``i32[T]`` each tree's root pointer: internal node 0, or ``~0 = -1`` for a tree
-            that is a single leaf.
-        node_features: ``i32[T, M]`` the evaluated feature (an input column for numeric models)
-            that each internal node reads; 0 where padded.
-        node_borders: ``f32[T, M]`` a row goes right when ``x > border``; ``+inf`` where padded.
-            With a featurizer, ``x`` is a bin and the border the index of the split's border; at
-            a set-membership split, the smallest value that reads as a category.
-        node_nan_right: ``bool[T, M]`` a NaN goes right (else left).
-        node_children: ``i32[T, M, 2]`` left and right child pointers (see above).
-        leaf_values: ``f32[T, L, K]`` the raw prediction is ``scale * sum_t leaf_values[t, leaf_t]
-            + bias``.
-        leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf, 0 where padded; an
-            internal node's cover is the sum of its leaves'.
-        scale: ``f32[]`` the model's scale.
-        bias: ``f32[K]`` the model's bias.
-        depth: D, the longest root-to-leaf path (static; loops over levels run D times).
+        roots: ``i32[T]`` each tree's root: internal node 0, or ``-1`` (leaf 0) for a tree that
+            is a single leaf.
+        node_features: ``i32[T, M]`` the feature each internal node splits on (with categorical
+            features, one of the values CatBoost computes from the columns: see ``featurizer``).
+        node_borders: ``f32[T, M]`` a row goes right when ``x > border`` (in float32); with
+            categorical features, ``x`` is the index of the value among the feature's borders.
+            At a split on a set of categories, the smallest value that reads as a category.
+        node_nan_right: ``bool[T, M]`` a missing value (NaN) goes right, else left.
+        node_children: ``i32[T, M, 2]`` left and right child pointers.
+        leaf_values: ``f32[T, L, K]`` the leaf values: the raw prediction is
+            ``scale * sum_t leaf_values[t, leaf_t] + bias``.
+        leaf_weights: ``f32[T, L]`` training weight (cover) of each leaf; an internal node's
+            cover is the sum of its leaves'.
+        scale: ``f32[]`` the model's scale (a forest's ``1 / T``, for instance).
+        bias: ``f32[K]`` the model's bias (base score).
+        depth: D, the longest root-to-leaf path.
         n_features: F, the model's input columns.
         feature_names: the F column names.
-        nan_modes: per evaluated feature "Min", "Max" or "AsIs" (as in ``ObliviousEnsemble``;
-            each node's own NaN direction is ``node_nan_right``).
-        loss_function: the training loss's name ("RMSE", "Logloss", ...), "" when unknown.
+        nan_modes: per split feature, CatBoost's NaN treatment ``"Min"``, ``"Max"`` or
+            ``"AsIs"`` (each node's own direction is ``node_nan_right``).
+        loss_function: the training loss's name (``"RMSE"``, ``"Logloss"``, ...), ``""`` when
+            unknown.
         class_names: class labels of a classifier, else ``()``.
         leaf_weights_known: False when the model file carries no leaf weights.
-        featurizer, players, player_of, reads: None for numeric models (E == F, each column its
-            own player), as in ``ObliviousEnsemble``: with categorical features, the map (run on
-            the host, in NumPy) from raw columns to the E evaluated features' bins, the P players
-            of attribution (CatBoost's combination classes, each a sorted tuple of input
-            columns), the player of each evaluated feature and the columns each one reads.
-        n_searched: None when the rows hold raw values; 0 when they hold every evaluated
-            feature's bin (a featurizer's rows), as in ``ObliviousEnsemble``.
-        node_gains: ``f32[T, M]`` each internal node's split gain as its library reports it
-            (XGBoost's ``loss_chg``, LightGBM's ``split_gain``, scikit-learn's weighted impurity
-            decrease), 0 where padded; None (CatBoost): computed from leaf values and weights.
+        featurizer: None for numeric models. With CatBoost's categorical features, how the raw
+            columns become the values the splits read (float features, one-hot values, CTRs),
+            as CatBoost computes them.
+        players: None for numeric models; else the groups of input columns that CatBoost
+            credits together (the columns a CTR combines), each a sorted tuple.
+        player_of: with ``players``: the group of each split feature.
+        reads: with ``players``: the input columns each split feature reads.
+        n_searched: None when the rows hold raw values; 0 when the featurizer gives each split
+            feature's border index directly.
+        node_gains: ``f32[T, M]`` each split's gain as its library reports it (XGBoost's
+            ``loss_chg``, LightGBM's ``split_gain``, scikit-learn's weighted impurity
+            decrease); None (CatBoost): computed from leaf values and weights.
         node_weights: ``f32[T, M]`` each internal node's cover as its library stores it
             (XGBoost's hessian sum, LightGBM's data count, scikit-learn's weighted samples);
             None: the sum of its leaves' weights.
-        leaf_ids: ``i32[T, L]`` each leaf's number in its library (scikit-learn's ``apply``
-            and XGBoost's ``pred_leaf``: node ids; LightGBM's ``pred_leaf``: leaf ids), which
-            ``leaf_indices`` returns; None: leaves numbered depth-first (CatBoost's numbering).
-        node_categorical: ``bool[T, M]`` the node splits on a set of categories (see the module
-            docstring), its border then the smallest value that reads as a category; None for
-            models without such splits (their kernels compile as before).
-        node_categories: ``u32[T, M, n_words]`` the bitset words of the categories each categorical
-            node sends right, 0 at other nodes; None with ``node_categorical``.
-        category_codes: how rows' categorical columns become the codes the splits read
-            (``jaximp._models.categories.CategoryCodes``: a DataFrame's category columns mapped
-            through the training categories as the library maps them); None: rows hold numbers.
-        impurity_scheme: how ``split_importance(ens, "impurity")`` (scikit-learn's MDI) pools
-            trees: ``"forest"`` (each tree normalised, then averaged, as RandomForest and
-            ExtraTrees), ``"boosting"`` (summed, then normalised once, as DecisionTree and
-            GradientBoosting), ``""`` (not a scikit-learn model: no impurity importance).
-        missing_value: a value of the rows that reads as missing (NaN), besides NaN itself, compared
-            in float32: XGBoost's ``missing`` (``DMatrix(X, missing=-999)``); None: NaN alone.
-        value_thresholds: the float64 thresholds rows are compared with, as the library compares
-            them (``jaximp._models.thresholds.ValueThresholds``, LightGBM; its ``library`` names the
-            model's library); None: rows are compared with ``node_borders`` in float32.
+        leaf_ids: ``i32[T, L]`` each leaf's number in its library (scikit-learn's ``apply``,
+            XGBoost's and LightGBM's ``pred_leaf``), which ``leaf_indices`` returns; None:
+            leaves numbered depth-first (CatBoost's numbering).
+        node_categorical: ``bool[T, M]`` the node splits on a set of categories (XGBoost's,
+            LightGBM's and HistGradientBoosting's categorical splits); None for models without
+            such splits.
+        node_categories: ``u32[T, M, n_words]`` the categories each categorical node sends
+            right, as a bitset of 32-bit words; None with ``node_categorical``.
+        category_codes: how a DataFrame's categorical columns become the category codes the
+            splits read, as the model's library codes them; None: rows hold numbers.
+        impurity_scheme: how ``split_importance(ens, "impurity")`` (scikit-learn's
+            ``feature_importances_``) pools trees: ``"forest"`` (RandomForest, ExtraTrees),
+            ``"boosting"`` (DecisionTree, GradientBoosting), ``""`` (not a scikit-learn model).
+        missing_value: a value of the rows that reads as missing besides NaN, compared in
+            float32: XGBoost's ``missing`` (``DMatrix(X, missing=-999)``); None: NaN alone.
+        value_thresholds: LightGBM's thresholds in float64, so that rows are compared as
+            LightGBM compares them; None: rows are compared with ``node_borders`` in float32.
 
-    Example:
+    Examples:
         >>> from sklearn.tree import DecisionTreeRegressor
         >>> tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
         >>> jaximp.from_sklearn(tree)
@@ -156,7 +169,7 @@ class TreeEnsemble(Ensemble):
 
     @property
     def n_nodes(self) -> int:
-        """M, the most internal nodes of any tree (padded)."""
+        """M, the most internal nodes of any tree (every tree is stored with M)."""
         return self.node_features.shape[1]
 
     @property
@@ -167,9 +180,9 @@ class TreeEnsemble(Ensemble):
 
     @property
     def node_players(self) -> Array:
-        """``i32[T, M]`` the player of each internal node (its feature for numeric models): two
-        splits on the same combination class (a one-hot value and a CTR of one column, say) are
-        one player of SHAP, as in CatBoost."""
+        """``i32[T, M]`` the group of columns (``players``) each internal node is credited to: its
+        feature for numeric models. Two splits on the same columns (a one-hot value and a CTR of
+        one column, say) count as one, as in CatBoost."""
         if self.player_of is None:
             return self.node_features
         return jnp.asarray(self.player_of, jnp.int32)[self.node_features]
@@ -198,8 +211,8 @@ def goes_right(value: Array, border: Array, nan_right: Array, categorical: Array
 
     Args:
         value: ``f32[...]`` each value the node reads.
-        border, nan_right: ``f32``, ``bool`` the node's border and NaN direction, broadcast to
-            ``value``.
+        border: ``f32`` the node's border, broadcast to ``value``.
+        nan_right: ``bool`` the node's NaN direction (True: right), broadcast to ``value``.
         categorical: None (no set-membership splits: the threshold rule alone), or ``bool``
             broadcast to ``value``: the node splits on categories.
         words: ``u32[T M, n_words]`` the category bitsets of every node (``node_categories``

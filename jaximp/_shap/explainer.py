@@ -14,21 +14,33 @@ from jaximp._shap.values import layout_kernels
 
 
 class Explainer:
-    """SHAP explainer of a tree ensemble, with its per-tree tables computed once, in the manner
-    of shap's ``TreeExplainer``: calling it gives a ``shap.Explanation``, so shap's plots work.
+    """A SHAP explainer of a tree ensemble, in the manner of shap's ``TreeExplainer``.
+
+    What does not depend on the rows (each tree's SHAP tables, the expected value) is computed once,
+    when the explainer is built; each call then explains rows. Calling the explainer gives a
+    ``shap.Explanation``, so ``shap.plots.*`` work on it unchanged; its values equal
+    [`shap_values`][jaximp.shap_values] with the same method and background (and so CatBoost's
+    ``ShapValues`` and shap's ``TreeExplainer(model, feature_perturbation=...)``).
 
     Args:
-        ens: the model (``ObliviousEnsemble`` or ``TreeEnsemble``).
-        background: ``[B, F]`` rows for ``method="interventional"`` (NumPy/JAX array, pandas or
-            polars DataFrame, catboost.Pool); None otherwise.
+        ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
+            ``from_sklearn``).
+        background: ``[B, F]`` background rows for ``method="interventional"`` (NumPy/JAX array,
+            pandas or polars DataFrame, ``catboost.Pool``); None otherwise.
         method: ``"path_dependent"`` (default), ``"exact"``, ``"approximate"`` or
-            ``"interventional"``; definitions and references in :func:`shap_values`.
+            ``"interventional"``; definitions and references in [`shap_values`][jaximp.shap_values].
+
+    Attributes:
+        ens: the model explained.
+        method: the SHAP method.
+        tables: the per-tree tables of ``method``, computed once (for use by jaximp).
 
     Raises:
-        TypeError, ValueError: ``ens`` is not an ensemble, an unknown method, a missing or
-            unexpected background, or a background with the wrong columns.
+        TypeError: ``ens`` is not a jaximp ensemble, or ``background`` is not rows.
+        ValueError: an unknown method, a background missing for ``"interventional"`` or given
+            to another method, or a background without the model's features.
 
-    Example:
+    Examples:
         >>> explainer = jaximp.Explainer(ens)
         >>> explainer
         Explainer(ObliviousEnsemble(trees=20, depth=4, features=10, outputs=1, loss='RMSE'), method='path_dependent')
@@ -55,36 +67,74 @@ class Explainer:
 
     @property
     def expected_value(self) -> Array:
-        """The expected raw prediction, as :func:`expected_value`: ``f32[]`` when K == 1, else
-        ``f32[K]``, a ``jax.Array`` (a function of the model and the background alone)."""
+        """The expected raw prediction, as [`expected_value`][jaximp.expected_value]: ``f32[]``
+        when K == 1, else ``f32[K]``, a ``jax.Array`` (a function of the model and the background
+        alone)."""
         return self._expected
 
     def shap_values(self, X: Any, *, batch_size: int | None = None, devices: Any = None,
                     progress: bool = True, fn_name: str = "Explainer.shap_values") -> Any:
-        """SHAP values ``f32[N, F]`` (K == 1) or ``f32[N, F, K]`` from the explainer's tables,
-        as :func:`shap_values` computes them: NumPy for rows in host memory, a ``jax.Array`` on
-        the rows' device for rows given as one; ``f32[F]`` (``f32[F, K]``) for one row given
-        1-D, as shap's ``TreeExplainer.shap_values``. The dtype is the model's."""
+        """SHAP values of the rows ``X``, as [`shap_values`][jaximp.shap_values] computes them.
+
+        Args:
+            X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or
+                one row given 1-D (an ``[F]`` array or list, a pandas Series).
+            batch_size: rows per device step; None picks one for the device.
+            devices: None (default device), an int or a list of ``jax.Device`` to shard rows
+                over.
+            progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences
+                it.
+            fn_name: the function name that error messages begin with (set by jaximp's own
+                callers; leave it).
+
+        Returns:
+            ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; ``f32[F]`` (``f32[F, K]``) for one
+                row given 1-D, as shap's ``TreeExplainer.shap_values``. NumPy for rows in host
+                memory, a ``jax.Array`` on the rows' device for rows given as one; the model's
+                dtype.
+
+        Raises:
+            TypeError: ``X`` is not rows.
+            ValueError: ``X`` does not hold the model's features.
+
+        Examples:
+            >>> explainer = jaximp.Explainer(ens)
+            >>> explainer.shap_values(X[:5]).shape
+            (5, 10)
+        """
         X, single = one_row(X, self.ens, fn_name)
         x = as_features(X, self.ens, fn_name)
         return first_row(self._kernels.values(self.ens, self.tables, x, batch_size=batch_size, devices=devices,
                                               fn_name=fn_name, progress=progress), single)
 
     def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None, progress: bool = True):
-        """A ``shap.Explanation`` of the rows ``X``.
+        """A ``shap.Explanation`` of the rows ``X`` (needs the shap package).
+
+        Args:
+            X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or
+                one row given 1-D (an ``[F]`` array or list, a pandas Series).
+            batch_size: rows per device step; None picks one for the device.
+            devices: None (default device), an int or a list of ``jax.Device`` to shard rows
+                over.
+            progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences
+                it.
 
         Returns:
-            ``shap.Explanation`` with ``values`` ``f32[N, F]`` (``f32[N, F, K]``), ``base_values``
-            ``f32[N]`` (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's feature names.
-            With categorical features, ``data`` holds the float columns and NaN in the
-            categorical ones (shap's plots color by number), and ``display_data`` ``object[N, F]``
-            the raw values. One row given 1-D (an ``[F]`` array or list, a pandas Series) gives
-            the explanation of that row, without the row axis: ``values`` ``f32[F]``
-            (``f32[F, K]``), ``base_values`` ``f32[]`` (``f32[K]``), ``data`` ``f32[F]``, as
-            ``explainer(X)[i]`` and shap's ``TreeExplainer`` give them. NumPy arrays whatever the
-            rows (shap's ``Explanation`` and plots read NumPy).
+            explanation (shap.Explanation): NumPy arrays (what shap's plots read), whatever
+                the rows: ``values`` ``f32[N, F]`` (``f32[N, F, K]``), ``base_values`` ``f32[N]``
+                (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's ``feature_names``. With
+                categorical features, ``data`` holds the numeric columns and NaN in the
+                categorical ones (shap's plots color by number), and ``display_data``
+                ``object[N, F]`` the raw values. One row given 1-D gives that row's explanation
+                without the row axis (``values`` ``f32[F]``, ``base_values`` ``f32[]``, ``data``
+                ``f32[F]``), as ``explainer(X)[i]`` and shap's ``TreeExplainer`` give them.
 
-        Example:
+        Raises:
+            ImportError: shap is not installed (``Explainer.shap_values`` works without it).
+            TypeError: ``X`` is not rows.
+            ValueError: ``X`` does not hold the model's features.
+
+        Examples:
             >>> row = jaximp.Explainer(ens)(X.iloc[0])
             >>> row.values.shape, row.base_values.shape, row.data.shape
             ((10,), (), (10,))

@@ -242,7 +242,9 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
     Args:
         players: ``i32[T, L]`` players per path (:func:`path_players`), or None: one bucket of ``depth``
             holding every leaf.
-        n_trees, n_leaves, depth: T, L and D of the model.
+        n_trees: T, the model's trees.
+        n_leaves: L, the leaves of each tree's table.
+        depth: D, the model's depth.
         table_depth: the deepest bucket that may use per-leaf tables.
         table_floats: a table's floats per leaf, as a function of the bucket's depth.
         table_bytes: the budget of all tables together; deeper buckets use quadrature beyond it.

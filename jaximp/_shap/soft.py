@@ -258,36 +258,48 @@ def _shap_kernel(soft: SoftTrees, x: Array, *, block: int, n_features: int) -> A
 
 def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
                  batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
-    """Raw predictions of the soft model: every split relaxed to ``sigmoid((x - border) / temperature)``.
+    """Raw predictions of a smooth version of the model: every split relaxed to a sigmoid.
 
-    ``scale * sum_t sum_l P_t(l | x) leaf_values[t, l] + bias`` with ``P_t(l | x)`` the product
-    of the soft probabilities along the leaf's path (:func:`soft_leaf_probabilities`; soft
-    decision trees, Irsoy et al. 2012). Equal to :func:`predict` as ``temperature -> 0``, except
-    for values exactly on a border (1/2 each way); NaN follows the split's NaN direction.
-
-    Differentiable in: ``X``, ``temperature``, ``ens.leaf_values``, the borders
-    (``split_borders`` of an ``ObliviousEnsemble``, ``node_borders`` of a ``TreeEnsemble``),
-    ``scale`` and ``bias``; ``jax.jit`` and ``jax.vmap`` apply. Rows given as a float64 JAX
-    array stay float64 (``jax_enable_x64``).
+    A split "right when ``x > border``" goes right with probability ``p = sigmoid((x - border) /
+    temperature)``, and the prediction is ``scale * sum_t sum_l P_t(l | x) leaf_values[t, l] +
+    bias`` with ``P_t(l | x)`` the product of the probabilities along the leaf's path
+    ([`soft_leaf_probabilities`][jaximp.soft_leaf_probabilities]; the soft decision trees of Irsoy,
+    Yildiz and Alpaydin 2012, "Soft decision trees"). Equal to [`predict`][jaximp.predict] as
+    ``temperature -> 0``, except for values exactly on a border (1/2 each way); a missing value
+    (NaN) follows the split's NaN direction, as in the model.
 
     Args:
-        ens: the model (numeric features only).
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric catboost.Pool).
+        ens: the model (numeric features only: CatBoost's one-hot and CTR splits have no border
+            to relax).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric
+            ``catboost.Pool``).
         temperature: a positive float, or ``f[F]`` one per feature, in the units of the feature.
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f[N]`` when K == 1, else ``f[N, K]``.
+        ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
+            ``jax.Array`` for rows given as one (float64 rows stay float64 under
+            ``jax_enable_x64``).
 
     Raises:
-        TypeError, ValueError: a bad model (categorical features: their one-hot and CTR splits
-            have no border to relax), rows or temperature.
+        TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
+        ValueError: a model with categorical features, rows without the model's features, or a
+            temperature that is not positive and finite (or not one per feature).
 
-    Example:
-        >>> jaximp.soft_predict(ens, X, 0.1)                                 # doctest: +SKIP
-        >>> jax.grad(lambda x: jaximp.soft_predict(ens, x, 0.1).sum())(jnp.asarray(X))  # doctest: +SKIP
+    Differentiable in: ``X``, ``temperature``, ``ens.leaf_values``, the borders
+    (``split_borders`` of an ``ObliviousEnsemble``, ``node_borders`` of a ``TreeEnsemble``),
+    ``scale`` and ``bias``; ``jax.jit`` and ``jax.vmap`` apply.
+
+    Examples:
+        >>> soft = jaximp.soft_predict(ens, X, 1e-6)          # a cold model: the hard predictions
+        >>> np.allclose(soft, jaximp.predict(ens, X), rtol=1e-5, atol=1e-3)
+        True
+        >>> import jax
+        >>> rows = jax.numpy.asarray(X.to_numpy(np.float32))
+        >>> jax.grad(lambda x: jaximp.soft_predict(ens, x, 0.01).sum())(rows).shape  # d/dX
+        (442, 10)
     """
     fn_name = "soft_predict"
     _check(ens, fn_name)
@@ -299,31 +311,42 @@ def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
 
 def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
                             batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
-    """The probability that each row reaches each leaf of each tree in the soft model.
+    """The probability that each row reaches each leaf of each tree, in the smooth model of
+    [`soft_predict`][jaximp.soft_predict].
 
-    ``P_t(l | x) = prod over the edges of leaf l's path of p (right edge) or 1 - p (left edge)``,
-    ``p = sigmoid((x[feature] - border) / temperature)`` (1 or 0 for NaN, by the split's NaN
-    direction). Each tree's probabilities sum to 1; as ``temperature -> 0`` they go to the
-    one-hot of the leaf the row reaches. The leaf axis is that of ``ens.leaf_values`` (CatBoost's
-    leaf index for CatBoost models), so ``soft_predict == scale * einsum("ntl,tlk->nk", P,
-    leaf_values) + bias``.
-
-    Differentiable in: ``X``, ``temperature`` and the borders (see :func:`soft_predict`).
+    ``P_t(l | x) = prod over the splits on leaf l's path of p (right) or 1 - p (left)``, with ``p =
+    sigmoid((x[feature] - border) / temperature)`` (1 or 0 for NaN, by the split's NaN direction).
+    Each tree's probabilities sum to 1; as ``temperature -> 0`` they go to the one-hot of the leaf
+    the row reaches ([`leaf_indices`][jaximp.leaf_indices]). The leaf axis is that of
+    ``ens.leaf_values`` (CatBoost's leaf index for CatBoost models), so ``soft_predict == scale *
+    einsum("ntl,tlk->nk", P, leaf_values) + bias``.
 
     Args:
         ens: the model (numeric features only).
-        X: ``[N, F]`` rows.
-        temperature: a positive float, or ``f[F]`` one per feature.
-        batch_size, devices, progress: as for :func:`soft_predict`.
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric
+            ``catboost.Pool``).
+        temperature: a positive float, or ``f[F]`` one per feature, in the units of the feature.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f[N, T, L]``, zero on padded leaves.
+        ``f32[N, T, L]``, 0 on the leaves a smaller tree does not have: NumPy for rows in host
+            memory, a ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError, ValueError: as :func:`soft_predict`.
+        TypeError: as [`soft_predict`][jaximp.soft_predict].
+        ValueError: as [`soft_predict`][jaximp.soft_predict].
 
-    Example:
-        >>> jaximp.soft_leaf_probabilities(ens, X, 0.1).sum(-1)  # ones    # doctest: +SKIP
+    Differentiable in: ``X``, ``temperature`` and the borders (see
+    [`soft_predict`][jaximp.soft_predict]).
+
+    Examples:
+        >>> P = jaximp.soft_leaf_probabilities(ens, X[:5], 0.01)
+        >>> P.shape                                                  # [N, T, L]
+        (5, 20, 16)
+        >>> np.allclose(P.sum(-1), 1.0, atol=1e-5)                   # one leaf per tree, softly
+        True
     """
     fn_name = "soft_leaf_probabilities"
     _check(ens, fn_name)
@@ -335,32 +358,43 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
 
 def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
                      batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
-    """Path-dependent SHAP values of the soft model (see :func:`soft_predict`).
+    """SHAP values of the smooth model of [`soft_predict`][jaximp.soft_predict]: explanations with
+    gradients in ``X``.
 
-    The path-dependent value function (Lundberg et al. 2020, Algorithm 1) of the soft trees: a
-    feature of the coalition routes the row with its soft probabilities, the others by the
-    nodes' training covers. Per leaf it is a product game, whose Shapley values are computed
-    exactly (module docstring of ``jaximp._shap.soft``): ``O(T L D^2)`` per row. The values add up to
-    ``soft_predict(ens, X, temperature) - expected_value(ens)`` and go to
-    ``shap_values(ens, X)`` as ``temperature -> 0`` (rows off the borders).
-
-    Differentiable in: ``X`` (so explanations have input gradients), ``temperature``, the
-    borders, ``ens.leaf_values``, ``ens.leaf_weights`` and ``scale``.
+    The path-dependent value function of [`shap_values`][jaximp.shap_values] (Lundberg et al. 2020,
+    Algorithm 1) applied to the soft trees: a feature of the coalition routes the row with its soft
+    probabilities, the others by the splits' training covers. Computed exactly, at ``O(T L D^2)``
+    per row. The values add up to ``soft_predict(ens, X, temperature) - expected_value(ens)`` and
+    go to ``shap_values(ens, X)`` as ``temperature -> 0`` (rows off the borders).
 
     Args:
         ens: the model (numeric features only, with leaf weights).
-        X: ``[N, F]`` rows.
-        temperature: a positive float, or ``f[F]`` one per feature.
-        batch_size, devices, progress: as for :func:`soft_predict`.
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, numeric
+            ``catboost.Pool``).
+        temperature: a positive float, or ``f[F]`` one per feature, in the units of the feature.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f[N, F]`` when K == 1, else ``f[N, F, K]``.
+        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``: NumPy for rows in host memory, a
+            ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError, ValueError: as :func:`soft_predict`, or a model file without leaf weights.
+        TypeError: as [`soft_predict`][jaximp.soft_predict].
+        ValueError: as [`soft_predict`][jaximp.soft_predict], or a model file without leaf weights.
 
-    Example:
-        >>> phi = jaximp.soft_shap_values(ens, X, 0.1)                      # doctest: +SKIP
+    Differentiable in: ``X``, ``temperature``, the borders, ``ens.leaf_values``,
+    ``ens.leaf_weights`` and ``scale``.
+
+    Examples:
+        >>> phi = jaximp.soft_shap_values(ens, X[:5], 0.01)
+        >>> soft = jaximp.soft_predict(ens, X[:5], 0.01)
+        >>> np.allclose(phi.sum(1) + jaximp.expected_value(ens), soft, rtol=1e-5, atol=1e-3)
+        True
+        >>> np.allclose(jaximp.soft_shap_values(ens, X[:5], 1e-6), jaximp.shap_values(ens, X[:5]),
+        ...             rtol=1e-5, atol=1e-3)                     # cold: the hard SHAP values
+        True
     """
     fn_name = "soft_shap_values"
     _check(ens, fn_name)

@@ -24,7 +24,8 @@ computed once per model (and background), the values of checked rows from a plan
 value, and the interaction values. Oblivious trees tabulate every method per leaf
 (``jaximp._shap.oblivious``); general trees split each tree into one game per leaf
 (``jaximp._shap.trees``). An oblivious model deeper than its tables allow is explained as the
-equivalent general trees (:func:`general`).
+equivalent general trees (:func:`general`). Each tree's attributions are tabulated once per
+model; each row then costs one gather per tree.
 """
 
 from __future__ import annotations
@@ -121,55 +122,69 @@ def _check_method(method: Any, background: Any, methods: tuple[str, ...], fn_nam
 
 def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", background: Any = None,
                 batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
-    """SHAP values of every row, in raw score space.
+    """SHAP values of every row: each feature's contribution to the raw prediction.
 
-    Each tree's attributions are tabulated per leaf once; each row then costs one gather per
-    tree. The methods differ in the value ``v(S)`` of a coalition S of a tree's features for a
-    row ``x``, and each tree's values ``phi_i = sum_{S not i} |S|! (m - |S| - 1)! / m! (v(S + i)
-    - v(S))`` over its m distinct features are summed over the trees:
+    Additive: ``shap_values(ens, X, ...).sum(axis=1) + expected_value(ens, ...)`` equals
+    ``jaximp.predict(ens, X)``. Each tree's values are the Shapley values ``phi_i = sum_{S not
+    containing i} |S|! (m - |S| - 1)! / m! (v(S + i) - v(S))`` over its m features, summed over
+    the trees; the methods differ in the value ``v(S)`` of a set S of features for a row:
 
     * ``"path_dependent"``: TreeSHAP (Lundberg et al. 2020, "From local explanations to global
-      understanding with explainable AI for trees", Algorithm 1): ``x`` is followed at splits on
-      features in S, and both children are averaged by their training weight elsewhere.
-    * ``"exact"``: CatBoost's ``"Exact"``: the features outside S are drawn from the tree's
-      training leaf distribution.
-    * ``"approximate"``: Saabas' path attribution (Saabas 2014, "Interpreting random forests"):
-      each split on the row's path is credited with the change of the mean value it makes.
+      understanding with explainable AI for trees", Algorithm 1): the row is followed at splits
+      on features in S, and both branches are averaged by their training weight elsewhere.
+      Equals CatBoost's ``get_feature_importance(type="ShapValues")`` with
+      ``shap_calc_type="Regular"``, shap's ``TreeExplainer(model,
+      feature_perturbation="tree_path_dependent")``, XGBoost's ``predict(X,
+      pred_contribs=True)`` and LightGBM's ``predict(X, pred_contrib=True)`` (their last
+      column, the expected value, left out).
+    * ``"exact"`` (CatBoost's symmetric trees): CatBoost's ``shap_calc_type="Exact"``, the
+      features outside S drawn from the tree's training leaf distribution.
+    * ``"approximate"``: Saabas' path attribution (Saabas 2014, "Interpreting random forests"),
+      each split on the row's path credited with the change of the mean prediction it makes:
+      CatBoost's ``shap_calc_type="Approximate"``, XGBoost's ``pred_contribs=True,
+      approx_contribs=True``.
     * ``"interventional"``: ``v(S)`` is the mean prediction with the features outside S taken
-      from each background row (Lundberg et al. 2020; Janzing et al. 2020).
+      from each background row (Lundberg et al. 2020; Janzing et al. 2020): CatBoost's
+      ``ShapValues`` with ``reference_data=background``, shap's ``TreeExplainer(model,
+      data=background, feature_perturbation="interventional")``.
+
+    CatBoost credits a split on a CTR over several categorical columns to those columns
+    equally; so does jaximp.
 
     Args:
-        ens: the model.
-        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, catboost.Pool), or
+        ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
+            ``from_sklearn``).
+        X: ``[N, F]`` rows (NumPy/JAX array, pandas/polars DataFrame, ``catboost.Pool``), or
             one row given 1-D (an ``[F]`` array or list, a pandas Series such as ``X.iloc[0]``).
-        method: ``"path_dependent"`` (CatBoost ``shap_calc_type="Regular"``, shap
-            ``tree_path_dependent``), ``"exact"`` (CatBoost ``"Exact"``), ``"approximate"``
-            (CatBoost ``"Approximate"``, Saabas) or ``"interventional"`` (needs ``background``;
-            CatBoost ``reference_data``, shap ``interventional``).
-        background: ``[B, F]`` background rows, only with ``method="interventional"``; rows are
-            weighted equally and enter only through each tree's leaf histogram, so the cost per
+        method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``
+            (see above).
+        background: ``[B, F]`` background rows (e.g. a sample of the training data), needed by
+            ``method="interventional"`` and refused by the others. The rows are weighted
+            equally and enter only through how many of them reach each leaf, so the cost per
             explained row does not depend on B.
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``, with
-        ``shap_values(...).sum(1) + expected_value(...) == ens.predict(X)``: NumPy for rows in
-        host memory, a ``jax.Array`` on the rows' device for rows given as one. One row given
-        1-D gives ``f32[F]`` (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. The
-        dtype is the model's (float64 for a float64 model under ``jax_enable_x64``).
+        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; one row given 1-D gives ``f32[F]``
+            (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. NumPy for rows in host
+            memory, a ``jax.Array`` on the rows' device for rows given as one; float64 for a
+            float64 model under ``jax_enable_x64``.
+
+    Raises:
+        TypeError: ``ens`` is not a jaximp ensemble, or ``X`` or ``background`` is not rows.
+        ValueError: an unknown ``method`` (or ``"exact"`` for a ``TreeEnsemble``), a
+            ``background`` missing for ``"interventional"`` or given to another method, or rows
+            that do not hold the model's features.
 
     Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
     (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
-    ``background`` (it enters through leaf counts) and the splits; see
-    ``jaximp.soft_shap_values`` for gradients in ``X``. Rows, background and the model may be
-    traced (``jax.jit``, ``vmap`` over stacked ensembles): the call then stays in JAX.
+    ``background`` and the splits; see ``jaximp.soft_shap_values`` for gradients in ``X``.
+    Rows, background and the model may be traced (``jax.jit``, ``vmap`` over stacked
+    ensembles): the call then stays in JAX.
 
-    Raises:
-        TypeError, ValueError: a bad model, rows, method or background.
-
-    Example:
+    Examples:
         >>> phi = jaximp.shap_values(ens, X)
         >>> phi.shape
         (442, 10)
@@ -190,33 +205,37 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
 def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
                     background: Any = None, batch_size: int | None = None, devices: Any = None,
                     progress: bool = True) -> Any:
-    """Mean absolute SHAP value of each feature over the rows ``X`` (shap's global "mean(|SHAP|)"
-    bar), without holding the ``[N, F]`` SHAP matrix.
+    """Mean absolute SHAP value of each feature over the rows ``X``, without holding the
+    ``[N, F]`` SHAP values: the global importance that shap's ``shap.plots.bar(explanation)``
+    draws ("mean(|SHAP value|)").
 
-    Rows go through the SHAP kernel of :func:`shap_values` step by step; each step sums its
-    rows' ``|phi|`` on the device and the steps' sums are added in float64, so the result equals
-    ``np.abs(shap_values(ens, X, ...)).mean(0)`` to float32 rounding while memory stays that of
-    one step (``batch_size`` rows) whatever N.
+    Equals ``np.abs(shap_values(ens, X, ...)).mean(axis=0)`` to float32 rounding: each step of
+    ``batch_size`` rows is reduced on the device and the steps' sums are added in float64, so
+    memory stays that of one step whatever N.
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows (as for :func:`shap_values`; one row given 1-D counts as one row).
-        method, background: as for :func:`shap_values`.
+        X: ``[N, F]`` rows (as for [`shap_values`][jaximp.shap_values]; one row given 1-D counts as one row).
+        method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
+            as for [`shap_values`][jaximp.shap_values].
+        background: ``[B, F]`` background rows for ``method="interventional"``, as for
+            [`shap_values`][jaximp.shap_values].
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
-        ``jax.Array`` for rows given as one.
-
-    Differentiable in: as :func:`shap_values` (``|.|`` has a kink where a value is 0). Under
-    ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
+            ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError, ValueError: as :func:`shap_values`.
+        TypeError: as [`shap_values`][jaximp.shap_values].
+        ValueError: as [`shap_values`][jaximp.shap_values].
 
-    Example:
+    Differentiable in: as [`shap_values`][jaximp.shap_values] (``|.|`` has a kink where a value is
+    0). Under ``jax.grad``, ``jit`` or ``vmap`` the rows go through one traced call (no host sums).
+
+    Examples:
         >>> mean_abs = jaximp.shap_importance(ens, X)
         >>> mean_abs.shape
         (10,)
@@ -242,27 +261,37 @@ def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int |
 
 def expected_value(ens: Ensemble, *, method: str = "path_dependent",
                    background: Any = None) -> Array:
-    """The SHAP base value, in raw score space: CatBoost's last ``ShapValues`` column.
+    """The SHAP base value: the raw prediction that [`shap_values`][jaximp.shap_values] distributes
+    from.
 
-    ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias`` with ``p_t`` the tree's training leaf
-    weights (``path_dependent``, ``exact``, ``approximate``) or its background leaf histogram
-    (``interventional``), normalised.
+    ``shap_values(ens, X, ...).sum(axis=1) + expected_value(ens, ...)`` equals the raw
+    prediction. It is ``scale * sum_t sum_leaf p_t(leaf) V_t(leaf) + bias``, with ``p_t`` the
+    share of the training weight in each leaf of tree t (``path_dependent``, ``exact``,
+    ``approximate``) or of the background rows (``interventional``). Equals the last column of
+    CatBoost's ``get_feature_importance(type="ShapValues")``, shap's
+    ``TreeExplainer.expected_value``, and the last column of XGBoost's ``pred_contribs`` and
+    LightGBM's ``pred_contrib``.
 
     Args:
         ens: the model.
-        method, background: as for :func:`shap_values`.
+        method: ``"path_dependent"``, ``"exact"``, ``"approximate"`` or ``"interventional"``,
+            as for [`shap_values`][jaximp.shap_values].
+        background: ``[B, F]`` background rows for ``method="interventional"``, as for
+            [`shap_values`][jaximp.shap_values].
 
     Returns:
         ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
-        alone (a background included).
+            alone (a background included).
+
+    Raises:
+        TypeError: ``ens`` is not a jaximp ensemble, or ``background`` is not rows.
+        ValueError: an unknown ``method``, or a ``background`` missing for
+            ``"interventional"`` or given to another method.
 
     Differentiable in: ``ens.leaf_values``, ``ens.scale``, ``ens.bias`` and (except for
     ``interventional``) ``ens.leaf_weights``; piecewise constant in ``background``.
 
-    Raises:
-        TypeError, ValueError: a bad model, method or background.
-
-    Example:
+    Examples:
         >>> base = jaximp.expected_value(ens)
         >>> base.shape
         ()
@@ -278,39 +307,43 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
 
 def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = None,
                             devices: Any = None, progress: bool = True) -> Any:
-    """SHAP interaction values (path-dependent), CatBoost ``ShapInteractionValues`` without the
-    bias row and column.
+    """SHAP interaction values of every row: the effect of each pair of features.
 
-    Per tree, the Shapley interaction index of Lundberg et al. 2020 (eq. 11) over the tree's m
-    distinct features with the path-dependent value function: ``Phi_ij = sum_{S without i, j}
-    |S|! (m - |S| - 2)! / (2 (m - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))`` for ``i != j``, and
-    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so ``values.sum(2) == shap_values(ens, X)``. With
-    categorical features the players are CatBoost's combination classes (the sets of columns a
-    split reads), unpacked onto columns as CatBoost does; where a CTR combines several
-    categorical columns,
-    CatBoost drops the part of its interactions that falls on a column with itself, and so does
-    this function, so those rows sum to slightly less than the SHAP values.
+    Equal to CatBoost's ``get_feature_importance(type="ShapInteractionValues")`` without its
+    last (bias) row and column, to shap's ``TreeExplainer(model).shap_interaction_values`` and
+    to XGBoost's ``predict(X, pred_interactions=True)`` without its bias row and column. Per tree,
+    the Shapley interaction index (Lundberg et al. 2020, eq. 11) with the path-dependent value
+    function of [`shap_values`][jaximp.shap_values]: for ``i != j``, ``Phi_ij = sum_{S without
+    i, j} |S|! (m - |S| - 2)! / (2 (m - 1)!) (v(S+i+j) - v(S+i) - v(S+j) + v(S))``, and
+    ``Phi_ii = phi_i - sum_{j != i} Phi_ij``; so each row's ``values.sum(axis=2)`` is its SHAP
+    values.
+
+    CatBoost credits a split on a CTR over several categorical columns to those columns
+    equally, and leaves out the part of such a split's interactions that falls on one column
+    with itself; so does jaximp, so those columns' rows sum to slightly less than their SHAP
+    values.
 
     Args:
         ens: the model.
-        X: ``[N, F]`` rows, or one row given 1-D (as for :func:`shap_values`).
+        X: ``[N, F]`` rows, or one row given 1-D (as for [`shap_values`][jaximp.shap_values]).
         batch_size: rows per device step; None picks one for the device.
-        devices: None, an int or a list of ``jax.Device``.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes:
-        NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
-        One row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
-        ``TreeExplainer.shap_interaction_values``. The dtype is the model's.
+        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes;
+            one row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
+            ``TreeExplainer.shap_interaction_values``. NumPy for rows in host memory, a
+            ``jax.Array`` on the rows' device for rows given as one; the model's dtype.
+
+    Raises:
+        TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
+        ValueError: ``X`` does not hold the model's features.
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
     constant in ``X`` and the splits.
 
-    Raises:
-        TypeError, ValueError: a bad model or rows.
-
-    Example:
+    Examples:
         >>> inter = jaximp.shap_interaction_values(ens, X[:50])
         >>> inter.shape
         (50, 10, 10)
@@ -326,24 +359,29 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
     """Mean absolute SHAP interaction value of every pair of features over the rows ``X``,
     without holding the ``[N, F, F]`` interaction values.
 
-    Equals ``np.abs(shap_interaction_values(ens, X)).mean(0)`` to float32 rounding (steps
-    reduced on the device, added in float64); memory ``O(batch_size F^2)`` whatever N.
+    Equals ``np.abs(shap_interaction_values(ens, X)).mean(axis=0)`` to float32 rounding (each
+    step reduced on the device, the steps added in float64); memory ``O(batch_size F^2)``
+    whatever N.
 
     Args:
         ens: the model.
         X: ``[N, F]`` rows (one row given 1-D counts as one row).
-        batch_size, devices, progress: as for :func:`shap_interaction_values`.
+        batch_size: rows per device step; None picks one for the device.
+        devices: None, an int or a list of ``jax.Device`` to shard rows over.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
         ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
-        |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
-
-    Differentiable in: as :func:`shap_interaction_values` (``|.|`` has a kink at 0).
+            |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
 
     Raises:
-        TypeError, ValueError: as :func:`shap_interaction_values`.
+        TypeError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
+        ValueError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
 
-    Example:
+    Differentiable in: as [`shap_interaction_values`][jaximp.shap_interaction_values] (``|.|`` has
+    a kink at 0).
+
+    Examples:
         >>> mean_abs = jaximp.shap_interaction_importance(ens, X[:50])
         >>> mean_abs.shape
         (10, 10)
