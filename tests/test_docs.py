@@ -114,3 +114,32 @@ def test_readme_is_short_and_links_every_notebook_and_the_docs():
         assert f"notebooks/{notebook.name}" in text, f"the README does not link {notebook.name}"
     assert 'python -m pip install -e ".[docs]" && mkdocs serve' in text
     assert re.search(r"<!-- headline -->\n\|.*\n<!-- /headline -->", text, flags=re.S)
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+
+
+def test_getting_started_quick_start_is_the_readmes():
+    """The site's first explanation is the README's quick start, which tests/test_package.py runs."""
+    readme = (ROOT / "README.md").read_text()
+    quick_start = re.search(r"```python\n(.*?)```", readme[readme.index("## Quick start\n"):], flags=re.S).group(1)
+    assert quick_start in _python_blocks(ROOT / "notebooks" / "getting-started.md")
+
+
+# The pages whose ```python blocks run top to bottom as one script (other-libraries.md shows fragments).
+RUNNABLE_PAGES = ["migrating/catboost.md", "migrating/shap.md", "migrating/sklearn.md",
+                  "migrating/xgboost-lightgbm.md", "guides/huge-data.md", "guides/differentiable.md",
+                  "guides/gpu-analysis.md"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUNNABLE_PAGES)
+def test_page_snippets_run(page, tmp_path):
+    """Each page's code runs as written and its asserts (jaximp against the reference library) hold
+    (10 to 30 s a page on 2 cores)."""
+    code = "import matplotlib\nmatplotlib.use('Agg')\n" + "\n".join(_python_blocks(ROOT / "notebooks" / page))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAXIMP_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, f"{page}:\n{run.stderr[-4000:]}"
