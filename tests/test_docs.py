@@ -115,6 +115,9 @@ def test_readme_is_short_and_links_every_notebook_and_the_docs():
         assert f"notebooks/{notebook.name}" in text, f"the README does not link {notebook.name}"
     assert 'python -m pip install -e ".[docs]" && mkdocs serve' in text
     assert re.search(r"<!-- headline -->\n\|.*\n<!-- /headline -->", text, flags=re.S)
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    missing = [link for link in links if "://" not in link and not (ROOT / link).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
 
 
 def _python_blocks(page: Path) -> list[str]:
