@@ -5,8 +5,9 @@
 
 MODEL is a CatBoost, XGBoost or LightGBM model file, or a scikit-learn tree model saved with
 skops (``skops.io.dump(model, "model.skops")``; pickles are never read). A skops file is loaded
-with skops' trusted-types check: types outside scikit-learn's tree, forest and boosting modules
-and NumPy are refused unless named with ``--trust-skops-type TYPE`` (once per type).
+with skops' trusted-types check: types other than those skops trusts and those that
+scikit-learn's tree, forest and boosting models hold are refused unless named with
+``--trust-skops-type TYPE`` (once per type).
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def parser() -> argparse.ArgumentParser:
                              help="CSV or Parquet rows for interventional SHAP values (read into memory; the cost "
                                   "grows with its rows: a few hundred to a few thousand is typical)")
     run_explain.add_argument("--target", metavar="COL",
-                             help="target column of DATA: also computes permutation importance and "
-                                  "LossFunctionChange, on the first --target-rows rows held in memory")
+                             help="target column of DATA: also computes permutation importance (scored with the "
+                                  "model's loss; scikit-learn models with their score method, R² or accuracy) "
+                                  "and, for CatBoost models, LossFunctionChange, on the first --target-rows rows "
+                                  "held in memory")
     run_explain.add_argument("--target-rows", type=_positive, default=100_000, metavar="N",
                              help="rows (the first of DATA) used with --target (default 100000)")
     run_explain.add_argument("--repeats", type=_positive, default=5, metavar="R",
@@ -97,10 +100,11 @@ def parser() -> argparse.ArgumentParser:
                              help="where to compute (default: JAX's default device, a GPU when JAX sees one)")
     run_explain.add_argument("--no-progress", action="store_true", help="no progress bars")
     run_explain.add_argument("--trust-skops-type", action="append", default=[], metavar="TYPE",
-                             help="a type that a skops MODEL may hold besides those of scikit-learn's tree, forest "
-                                  "and boosting models and NumPy, which are trusted (as skops.io.get_untrusted_types "
-                                  "names it, e.g. mypackage.MyEstimator); repeat it for each type. A skops file "
-                                  "holding another type is refused, since loading it could run that type's code")
+                             help="a type that a skops MODEL may hold besides those skops trusts and those of "
+                                  "scikit-learn's tree, forest and boosting models, which are trusted (named as "
+                                  "skops.io.get_untrusted_types names it, e.g. mypackage.MyEstimator); repeat it "
+                                  "for each type. A skops file holding another type is refused, since loading it "
+                                  "could run that type's code")
     root.commands = {"demo": run_demo, "explain": run_explain}
     return root
 

@@ -47,12 +47,12 @@ from jaximp._frontends.files import (
     publish_outputs,
 )
 from jaximp._frontends.model_files import LIBRARY_IMPORTANCES, Model, load_model
-from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, write_plots, write_report
+from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, output_word, write_plots, write_report
 from jaximp._importances.interaction import interaction
 from jaximp._importances.loss_change import loss_function_change
 from jaximp._importances.permutation import permutation_importance
 from jaximp._importances.pvc import prediction_values_change
-from jaximp._importances.scoring import MODEL_LOSSES, task_of
+from jaximp._importances.scoring import MODEL_LOSSES
 from jaximp._importances.splits import split_importance
 from jaximp._models.ensemble import has_real_names
 from jaximp._rows.inputs import as_features
@@ -77,7 +77,7 @@ class Options:
     batch_rows: int | None = None
     device: str | None = None
     progress: bool = True
-    trusted_types: tuple[str, ...] = ()  # types a skops MODEL may hold besides scikit-learn's trees' and NumPy's
+    trusted_types: tuple[str, ...] = ()  # types a skops MODEL may hold besides those trusted (model_files)
 
 
 class Run:
@@ -325,11 +325,6 @@ def _model_only(run: Run, name: str, function: Callable, ens: Any) -> np.ndarray
     except (ValueError, TypeError) as e:
         run.notes.append(f"{name} not computed: {e}")
         return None
-
-
-def output_word(ens: Any) -> str:
-    """What one output of the model is called: ``"class"`` for a classifier, else ``"output"``."""
-    return "class" if ens.class_names or task_of(ens) == "multiclass" else "output"
 
 
 def _permutation_scoring(model: Model) -> tuple[str | None, str] | None:

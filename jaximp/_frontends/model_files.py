@@ -4,11 +4,12 @@ as that library names it, and the library's own importances.
 Files read: CatBoost (``.cbm``, ``.json``), XGBoost (``.json``, ``.ubj``), LightGBM (``.txt``)
 and scikit-learn models saved with skops (``skops.io.dump(model, "model.skops")``), never a
 pickle. A skops file is loaded with skops' trusted-types check: the types it holds that skops
-does not trust by default are listed first (``skops.io.get_untrusted_types``), those of
-scikit-learn's tree, forest and boosting modules and of NumPy are trusted, and any other type is
-refused with a ``ValueError`` naming it, unless the user names it as trusted (``jaximp explain
---trust-skops-type TYPE``, once per type). Everything in a file is untrusted: each failure is a
-``ValueError`` (or ``FileNotFoundError``) naming the file and the fix.
+does not trust by default are listed first (``skops.io.get_untrusted_types``), those that
+scikit-learn's tree, forest and boosting models hold are trusted (:data:`EXPECTED_SKOPS_TYPES`:
+their tree tables, losses and links), and any other type is refused with a ``ValueError``
+naming it, unless the user names it as trusted (``jaximp explain --trust-skops-type TYPE``, once
+per type). Everything in a file is untrusted: each failure is a ``ValueError`` (or
+``FileNotFoundError``) naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -28,8 +29,20 @@ from jaximp._importers.xgboost import from_xgboost
 # file name suffix -> the library whose model files use it
 _SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM",
              ".skops": "scikit-learn"}
-# modules of the types a skops file of a scikit-learn tree model holds, trusted without asking
-TRUSTED_SKOPS_MODULES = ("sklearn.tree.", "sklearn.ensemble.", "sklearn._loss.", "sklearn.dummy.", "numpy.")
+# types that a skops file of a scikit-learn tree, forest or boosting model holds beyond those skops
+# trusts itself (its estimators, NumPy's arrays and dtypes), trusted without asking: classes whose
+# reconstruction only fills in tree tables, never a function (a trusted function could be called
+# with the file's arguments)
+_LOSSES = ("HalfSquaredError", "AbsoluteError", "PinballLoss", "HuberLoss", "HalfPoissonLoss", "HalfGammaLoss",
+           "HalfTweedieLoss", "HalfTweedieLossIdentity", "HalfBinomialLoss", "ExponentialLoss", "HalfMultinomialLoss")
+EXPECTED_SKOPS_TYPES = frozenset([
+    "sklearn.tree._tree.Tree",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.ensemble._hist_gradient_boosting.binning._BinMapper",
+    "sklearn.dummy.DummyRegressor", "sklearn.dummy.DummyClassifier",
+    *(f"sklearn._loss.loss.{name}" for name in _LOSSES),
+    *(f"sklearn._loss.link.{name}" for name in ("IdentityLink", "LogLink", "LogitLink", "MultinomialLogit")),
+])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,9 +109,9 @@ def load_model(path: str, trusted_types: Sequence[str] = ()) -> Model:
 
     Args:
         path: the model file.
-        trusted_types: types a skops file may hold besides those of scikit-learn's tree,
-            forest and boosting modules and NumPy (``"module.Class"``, as
-            ``skops.io.get_untrusted_types`` names them).
+        trusted_types: types a skops file may hold besides those that skops trusts and those
+            of scikit-learn's tree models (:data:`EXPECTED_SKOPS_TYPES`), named ``"module.Class"``
+            as ``skops.io.get_untrusted_types`` names them.
 
     Returns:
         The :class:`Model`.
@@ -222,8 +235,9 @@ def _sklearn_objective(estimator: Any) -> str:
 
 def expected_skops_type(name: str) -> bool:
     """Whether a type named by ``skops.io.get_untrusted_types`` is one that a scikit-learn tree,
-    forest or boosting model holds (its trees, losses, init estimators, NumPy values)."""
-    return name.startswith(TRUSTED_SKOPS_MODULES)
+    forest or boosting model holds (its trees, losses and links, init estimators): one of
+    :data:`EXPECTED_SKOPS_TYPES`."""
+    return name in EXPECTED_SKOPS_TYPES
 
 
 def load_skops(path: str, trusted_types: Sequence[str] = ()) -> Any:

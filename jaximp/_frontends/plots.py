@@ -107,14 +107,15 @@ def _new_axes(width: float, height: float):
     return ax
 
 
-def _title_and_note(ax: Any, title: str | None, notes: list[str]) -> None:
+def _title_and_note(ax: Any, title: str | None, notes: list[str], raised: bool = False) -> None:
     """The Axes title, and the ``notes`` (what was left out) in small grey type just above the
-    Axes' top right corner; a title then goes one line higher, so that the two never overlap."""
+    Axes' top right corner; a title then goes one line higher (also when ``raised``: a legend
+    above the top left corner), so that they never overlap."""
     if notes:
         ax.text(1.0, 1.0, ", ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
                 color="0.4")
     if title is not None:
-        ax.set_title(title, pad=18.0 if notes else 6.0)  # points: a line of small type above the default pad
+        ax.set_title(title, pad=18.0 if notes or raised else 6.0)  # points: a line of small type above the default pad
 
 
 def _check_top(top: Any, fn_name: str) -> None:
@@ -427,13 +428,14 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)
     ax.set_xlabel("SHAP value (impact on the model's raw output)")
-    if X is not None and not known.all():
-        kinds = (["categorical value"] if categorical[order].any() else []) + (
-            ["missing value"] if (~known & ~np.repeat(categorical[order], len(phi))).any() else [])
-        ax.legend([grey], [" or ".join(kinds) + " (no colour scale)"], loc="lower right", fontsize="small",
-                  framealpha=0.8, markerscale=2.0)
+    greys = X is not None and not known.all()
+    if greys:  # above the top left corner, clear of the points
+        kinds = (["categorical"] if categorical[order].any() else []) + (
+            ["missing"] if (~known & ~np.repeat(categorical[order], len(phi))).any() else [])
+        ax.legend([grey], [f"{' or '.join(kinds)} value (no colour scale)"], loc="lower left", fontsize="small",
+                  bbox_to_anchor=(0.0, 1.0), borderaxespad=0.1, frameon=False, markerscale=1.5, handletextpad=0.2)
     _title_and_note(ax, title, ([f"top {n} of {n_features} features"] if n < n_features else []) + (
-        [f"a sample of {len(phi)} of {n_rows} rows"] if len(phi) < n_rows else []))
+        [f"a sample of {len(phi)} of {n_rows} rows"] if len(phi) < n_rows else []), raised=greys)
     return ax
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from jaximp._frontends import plots
 from jaximp._frontends.model_files import LIBRARY_IMPORTANCES
+from jaximp._importances.scoring import task_of
 
 # importances.csv column -> the name shown in plots and the report (the library's importances: their column's name)
 NAMES = {
@@ -161,6 +162,11 @@ def _compared_columns(table: dict[str, Any], library: str) -> list[str]:
             if c not in means and c not in ("permutation_importance", "loss_function_change")]
 
 
+def output_word(ens: Any) -> str:
+    """What one output of the model is called: ``"class"`` for a classifier, else ``"output"``."""
+    return "class" if ens.class_names or task_of(ens) == "multiclass" else "output"
+
+
 def describe_model(ens: Any, objective: str | None = None) -> str:
     """``"300 trees, depth 6, 10 features, 1 output, loss RMSE"``; ``objective`` names the loss
     as the model's library does (``"objective reg:squarederror"``), None: CatBoost's name
@@ -218,12 +224,13 @@ def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -
     lines += [f"| {step} | {seconds:.2f} |" for step, seconds in run.timings] + [""]
     if run.notes:
         lines += ["## Notes", ""] + [f"- {_md(note)}" for note in run.notes] + [""]
+    word = output_word(summary.ens)
+    suffix = f"_<{word}>" if len(labels) > 1 else ""
     lines += ["## Files", "",
               "- `importances.csv`: every importance of every feature, sorted by mean |SHAP|"
-              + (" (`mean_abs_shap_<output>`: per output)" if len(labels) > 1 else ""),
-              "- `shap.parquet`: the SHAP values of every row, in DATA's order (columns `shap_<feature>`"
-              + ("_<output>" if len(labels) > 1 else "") + ", named by the model's features) and the raw "
-              "predictions (`prediction`" + ("_<output>" if len(labels) > 1 else "") + ")",
+              + (f" (`mean_abs_shap_<{word}>`: per {word})" if len(labels) > 1 else ""),
+              f"- `shap.parquet`: the SHAP values of every row, in DATA's order (columns `shap_<feature>{suffix}`, "
+              f"named by the model's features) and the raw predictions (`prediction{suffix}`)",
               "- the PNG plots above", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
@@ -232,7 +239,7 @@ def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -
 
 def _legend(shown: list[str], labels: list[str], summary: Summary) -> str:
     """What each column of the top features' table is, in one paragraph."""
-    word = "classes" if len(labels) > 1 and summary.ens.class_names else "outputs"
+    word = "classes" if output_word(summary.ens) == "class" else "outputs"
     parts = {
         "mean_abs_shap": "mean |SHAP|: the mean absolute SHAP value over all rows, in the model's raw output"
                          + (f" (summed over the {word})" if len(labels) > 1 else ""),
