@@ -161,6 +161,7 @@ def test_skops_classifier_is_titled_by_class_and_plots_share_one_order(tmp_path,
     for k, label in enumerate(labels):
         np.testing.assert_allclose(table[f"mean_abs_shap_{label}"].loc[CLI_NAMES], per_class[:, k], rtol=1e-5)
         assert f"SHAP summary of class {label}" in report
+        assert f"| mean \\|SHAP\\| of class {label} |" in report  # a column of the top features' table
         assert (tmp_path / "out" / f"summary_{label}.png").exists()
     assert "mean |SHAP| per class" in ticks and "output 0" not in report
     bars = ticks["mean |SHAP| per class"]

@@ -31,6 +31,7 @@ NAMES = {
 }
 _TOP = 20
 MAX_SUMMARIES = 10  # beeswarm plots of a multi-output model, one per output
+_PER_OUTPUT_SHOWN = 5  # most outputs whose mean |SHAP| columns the report's table shows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,9 +207,13 @@ def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
 
     shown = shown_columns(table, summary.library)
+    word = output_word(ens)
+    per_output = {f"mean_abs_shap_{label}": f"mean |SHAP| of {word} {label}" for label in labels}
+    if 1 < len(labels) <= _PER_OUTPUT_SHOWN:  # each output's column, titled by its class name
+        shown[1:1] = list(per_output)
     n = min(_TOP, len(table["feature"]))
     lines += [f"## Top {n} features" + (f" of {len(table['feature'])}" if n < len(table["feature"]) else ""), ""]
-    header = ["rank", "feature"] + [_md(display_name(c)) for c in shown]
+    header = ["rank", "feature"] + [_md(per_output.get(c) or display_name(c)) for c in shown]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for i in range(n):
         cells = [str(i + 1), _code(table["feature"][i])] + [_number(table, c, i) for c in shown]
@@ -224,7 +229,6 @@ def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -
     lines += [f"| {step} | {seconds:.2f} |" for step, seconds in run.timings] + [""]
     if run.notes:
         lines += ["## Notes", ""] + [f"- {_md(note)}" for note in run.notes] + [""]
-    word = output_word(summary.ens)
     suffix = f"_<{word}>" if len(labels) > 1 else ""
     lines += ["## Files", "",
               "- `importances.csv`: every importance of every feature, sorted by mean |SHAP|"
@@ -239,17 +243,20 @@ def write_report(path: str, table: dict[str, Any], run: Any, summary: Summary) -
 
 def _legend(shown: list[str], labels: list[str], summary: Summary) -> str:
     """What each column of the top features' table is, in one paragraph."""
-    word = "classes" if output_word(summary.ens) == "class" else "outputs"
+    word = output_word(summary.ens)
     parts = {
         "mean_abs_shap": "mean |SHAP|: the mean absolute SHAP value over all rows, in the model's raw output"
-                         + (f" (summed over the {word})" if len(labels) > 1 else ""),
+                         + (f" (summed over the {word}es)" if word == "class" and len(labels) > 1 else
+                            " (summed over the outputs)" if len(labels) > 1 else ""),
         "prediction_values_change": "PredictionValuesChange: CatBoost's importance from the trees alone, in percent",
         "permutation_importance": f"permutation importance: {summary.permutation or 'the increase of the loss'} "
                                   "when the column is shuffled, mean ± standard deviation over repeats",
         "loss_function_change": "LossFunctionChange: CatBoost's increase of the loss without the feature",
     }
     parts.update({one.column: f"{one.column}: {one.meaning}" for one in LIBRARY_IMPORTANCES.get(summary.library, ())})
-    return "; ".join(parts[c] for c in shown) + "."
+    parts["mean_abs_shap_"] = f"mean |SHAP| of {word} ...: the same for one {word}'s output"
+    keys = dict.fromkeys("mean_abs_shap_" if c.startswith("mean_abs_shap_") else c for c in shown)  # in order, once
+    return "; ".join(parts[key] for key in keys) + "."
 
 
 def _number(table: dict, column: str, i: int) -> str:
