@@ -224,7 +224,7 @@ def test_pickle_is_refused_with_the_skops_route(tmp_path, capfd):
 def test_every_sklearn_tree_model_loads_from_skops_without_trusting_more(tmp_path, name):
     import skops.io as sio
 
-    from jaximp._frontends.model_files import load_model
+    from jaximp._frontends.explain import load_model
 
     fitted = sklearn_model(name)
     sio.dump(fitted.model, tmp_path / "model.skops")

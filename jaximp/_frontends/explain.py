@@ -28,7 +28,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -46,7 +46,16 @@ from jaximp._frontends.files import (
     output_names,
     publish_outputs,
 )
-from jaximp._frontends.model_files import LIBRARY_IMPORTANCES, Model, load_model
+from jaximp._frontends.model_files import (
+    LIBRARY_IMPORTANCES,
+    Model,
+    lightgbm_objective,
+    load_skops,
+    model_library,
+    sklearn_objective,
+    xgboost_document,
+    xgboost_objective,
+)
 from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, output_word, write_plots, write_report
 from jaximp._importances.interaction import interaction
 from jaximp._importances.loss_change import loss_function_change
@@ -54,6 +63,10 @@ from jaximp._importances.permutation import permutation_importance
 from jaximp._importances.pvc import prediction_values_change
 from jaximp._importances.scoring import MODEL_LOSSES
 from jaximp._importances.splits import split_importance
+from jaximp._importers.catboost import from_catboost
+from jaximp._importers.lightgbm import from_lightgbm
+from jaximp._importers.sklearn import from_sklearn
+from jaximp._importers.xgboost import from_xgboost
 from jaximp._models.ensemble import has_real_names
 from jaximp._rows.inputs import as_features
 
@@ -99,6 +112,45 @@ class Run:
 
 # --------------------------------------------------------------------------------------------
 # Inputs
+
+
+def load_model(path: str, trusted_types: Sequence[str] = ()) -> Model:
+    """The model in a CatBoost (.cbm, .json), XGBoost (.json, .ubj), LightGBM (.txt) or skops
+    (.skops, scikit-learn) file (:mod:`jaximp._frontends.model_files`).
+
+    Args:
+        path: the model file.
+        trusted_types: types a skops file may hold besides those trusted
+            (:data:`jaximp._frontends.model_files.EXPECTED_SKOPS_TYPES`), named ``"module.Class"``
+            as ``skops.io.get_untrusted_types`` names them.
+
+    Returns:
+        The :class:`Model`: the ensemble, its library and its loss as the library names it.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a model file jaximp reads (a pickle among them), a damaged one, one
+            nested too deeply to read (a damaged or hostile file; Python's parsers recurse per
+            level), or a skops file holding a type not trusted.
+        TypeError: a skops file holding an estimator jaximp does not import.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"MODEL {path!r}: no such file")
+    try:
+        library, document = model_library(path)
+        if library == "CatBoost":
+            ens = from_catboost(path)
+            return Model(ens, library, f"loss {ens.loss_function}" if ens.loss_function else "")
+        if library == "XGBoost":
+            document = xgboost_document(path) if document is None else document
+            return Model(from_xgboost(document), library, xgboost_objective(document))
+        if library == "LightGBM":
+            return Model(from_lightgbm(path), library, lightgbm_objective(path))
+        estimator = load_skops(path, tuple(trusted_types))
+        return Model(from_sklearn(estimator), library, sklearn_objective(estimator))
+    except RecursionError:
+        raise ValueError(f"MODEL {path!r} is nested too deeply to be read as a model file (a damaged or "
+                         "hostile file)") from None
 
 
 def data_columns(dataset: Any, ens: Any, target: str | None, what: str, path: str) -> list[str]:

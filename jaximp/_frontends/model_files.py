@@ -1,5 +1,6 @@
-"""Model files for ``jaximp explain``: which library wrote a file, the ensemble in it, the loss
-as that library names it, and the library's own importances.
+"""Model files for ``jaximp explain``: which library wrote a file, the loss as that library names
+it, skops files read safely, and the library's own importances (``jaximp._frontends.explain.
+load_model`` imports the ensemble with these).
 
 Files read: CatBoost (``.cbm``, ``.json``), XGBoost (``.json``, ``.ubj``), LightGBM (``.txt``)
 and scikit-learn models saved with skops (``skops.io.dump(model, "model.skops")``), never a
@@ -20,11 +21,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from jaximp._importers.catboost import from_catboost
-from jaximp._importers.lightgbm import from_lightgbm
-from jaximp._importers.sklearn import from_sklearn
 from jaximp._importers.ubjson import loads as ubjson_loads
-from jaximp._importers.xgboost import from_xgboost
 
 # file name suffix -> the library whose model files use it
 _SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM",
@@ -103,41 +100,19 @@ LIBRARY_IMPORTANCES = {
 }
 
 
-def load_model(path: str, trusted_types: Sequence[str] = ()) -> Model:
-    """The model in a CatBoost (.cbm, .json), XGBoost (.json, .ubj), LightGBM (.txt) or skops
-    (.skops, scikit-learn) file, told apart by the suffix and, for JSON, by the content.
-
-    Args:
-        path: the model file.
-        trusted_types: types a skops file may hold besides those that skops trusts and those
-            of scikit-learn's tree models (:data:`EXPECTED_SKOPS_TYPES`), named ``"module.Class"``
-            as ``skops.io.get_untrusted_types`` names them.
-
-    Returns:
-        The :class:`Model`.
+def model_library(path: str) -> tuple[str, dict | None]:
+    """``(library, XGBoost's JSON document or None)`` of a model file: "CatBoost" (.cbm, .json),
+    "XGBoost" (.json, .ubj), "LightGBM" (.txt) or "scikit-learn" (.skops), told apart by the
+    suffix and, for JSON, by the content (an XGBoost JSON document comes parsed).
 
     Raises:
-        FileNotFoundError: no such file.
-        ValueError: not a model file jaximp reads (a pickle among them), a damaged one, one
-            nested too deeply to read, or a skops file holding a type not trusted.
-        TypeError: a skops file holding an estimator jaximp does not import.
-        ImportError: a skops file without skops installed.
+        ValueError: not a model file jaximp reads (a pickle among them), or unreadable JSON.
+        RecursionError: JSON nested deeper than Python's parser goes (the caller names it).
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"MODEL {path!r}: no such file")
-    try:
-        return _load_model(path, tuple(trusted_types))
-    except RecursionError:
-        raise ValueError(f"MODEL {path!r} is nested too deeply to be read as a model file (a damaged or "
-                         "hostile file)") from None
-
-
-def _load_model(path: str, trusted_types: tuple[str, ...]) -> Model:
     with open(path, "rb") as f:
         head = f.read(64)
     suffix = os.path.splitext(path)[1].lower()
-    library = _SUFFIXES.get(suffix)
-    document = None
+    library, document = _SUFFIXES.get(suffix), None
     if library is None and head.startswith(b"CBM1"):
         library = "CatBoost"
     elif library is None and head.startswith(b"tree\n"):
@@ -146,20 +121,11 @@ def _load_model(path: str, trusted_types: tuple[str, ...]) -> Model:
         library = "scikit-learn"
     elif library is None and (suffix == ".json" or head.lstrip().startswith(b"{")):
         library, document = _json_library(path)
-    if library == "CatBoost":
-        ens = from_catboost(path)
-        return Model(ens, library, f"loss {ens.loss_function}" if ens.loss_function else "")
-    if library == "XGBoost":
-        document = _xgboost_document(path) if document is None else document
-        return Model(from_xgboost(document), library, _xgboost_objective(document))
-    if library == "LightGBM":
-        return Model(from_lightgbm(path), library, _lightgbm_objective(path))
-    if library == "scikit-learn":
-        estimator = load_skops(path, trusted_types)
-        return Model(from_sklearn(estimator), library, _sklearn_objective(estimator))
-    raise ValueError(f"MODEL {path!r} is not a model file jaximp reads: CatBoost (.cbm, .json), XGBoost "
-                     "(.json, .ubj), LightGBM (.txt) or scikit-learn saved with skops (.skops; pickles are "
-                     "not read: save the model with skops.io.dump(model, 'model.skops'))")
+    if library is None:
+        raise ValueError(f"MODEL {path!r} is not a model file jaximp reads: CatBoost (.cbm, .json), XGBoost "
+                         "(.json, .ubj), LightGBM (.txt) or scikit-learn saved with skops (.skops; pickles are "
+                         "not read: save the model with skops.io.dump(model, 'model.skops'))")
+    return library, document
 
 
 def _json_library(path: str) -> tuple[str | None, dict | None]:
@@ -182,7 +148,7 @@ def _json_library(path: str) -> tuple[str | None, dict | None]:
     return None, None
 
 
-def _xgboost_document(path: str) -> dict:
+def xgboost_document(path: str) -> dict:
     """The JSON document of an XGBoost JSON or UBJSON file."""
     with open(path, "rb") as f:
         data = f.read()
@@ -200,7 +166,7 @@ def _xgboost_document(path: str) -> dict:
     return document
 
 
-def _xgboost_objective(document: dict) -> str:
+def xgboost_objective(document: dict) -> str:
     """``"objective reg:squarederror"``: the objective's name in XGBoost's model document."""
     learner = document.get("learner")
     objective = learner.get("objective") if isinstance(learner, dict) else None
@@ -208,7 +174,7 @@ def _xgboost_objective(document: dict) -> str:
     return f"objective {name}" if isinstance(name, str) and name else ""
 
 
-def _lightgbm_objective(path: str) -> str:
+def lightgbm_objective(path: str) -> str:
     """``"objective binary sigmoid:1"``: the ``objective=`` line of a LightGBM model's header."""
     with open(path, "rb") as f:
         for line in f:  # the header precedes the trees
@@ -220,7 +186,7 @@ def _lightgbm_objective(path: str) -> str:
     return ""
 
 
-def _sklearn_objective(estimator: Any) -> str:
+def sklearn_objective(estimator: Any) -> str:
     """``"loss squared_error"`` of a boosting model, ``"criterion gini"`` of a tree or forest."""
     for word in ("loss", "criterion"):
         value = getattr(estimator, word, None)
