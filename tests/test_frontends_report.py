@@ -157,9 +157,13 @@ def test_skops_classifier_is_titled_by_class_and_plots_share_one_order(tmp_path,
     table, report = _explain(capfd, tmp_path / "classes.skops", _data(tmp_path, fitted), tmp_path / "out",
                              "--target", "target")
     labels = [str(c) for c in fitted.model.classes_]
-    per_class = jaximp.shap_importance(fitted.ens, fitted.X)  # [F, K]
-    for k, label in enumerate(labels):
-        np.testing.assert_allclose(table[f"mean_abs_shap_{label}"].loc[CLI_NAMES], per_class[:, k], rtol=1e-5)
+    shap = pd.read_parquet(tmp_path / "out" / "shap.parquet")
+    np.testing.assert_allclose(shap[[f"prediction_{label}" for label in labels]], fitted.model.predict_proba(fitted.X),
+                               rtol=1e-5, atol=1e-6)
+    for label in labels:
+        values = shap[[f"shap_{name}_{label}" for name in CLI_NAMES]].to_numpy()
+        np.testing.assert_allclose(table[f"mean_abs_shap_{label}"].loc[CLI_NAMES], np.abs(values).mean(axis=0),
+                                   rtol=1e-5)
         assert f"SHAP summary of class {label}" in report
         assert f"| mean \\|SHAP\\| of class {label} |" in report  # a column of the top features' table
         assert (tmp_path / "out" / f"summary_{label}.png").exists()

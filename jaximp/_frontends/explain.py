@@ -143,7 +143,11 @@ def load_model(path: str, trusted_types: Sequence[str] = ()) -> Model:
             return Model(ens, library, f"loss {ens.loss_function}" if ens.loss_function else "")
         if library == "XGBoost":
             document = xgboost_document(path) if document is None else document
-            return Model(from_xgboost(document), library, xgboost_objective(document))
+            try:
+                ens = from_xgboost(document)  # parsed once, here: its errors name the file here
+            except ValueError as e:
+                raise ValueError(f"MODEL {path!r}: {e}") from None
+            return Model(ens, library, xgboost_objective(document))
         if library == "LightGBM":
             return Model(from_lightgbm(path), library, lightgbm_objective(path))
         estimator = load_skops(path, tuple(trusted_types))

@@ -16,6 +16,7 @@ per type). Everything in a file is untrusted: each failure is a ``ValueError`` (
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 from collections.abc import Sequence
@@ -226,8 +227,10 @@ def load_skops(path: str, trusted_types: Sequence[str] = ()) -> Any:
     except ImportError:
         raise ImportError(f"MODEL {path!r} is a skops file: reading it needs skops (pip install skops, or "
                           "pip install 'jaximp[cli]')") from None
+    with open(path, "rb") as f:
+        data = f.read()  # checked and loaded from the same bytes
     try:
-        untrusted = sio.get_untrusted_types(file=path)
+        untrusted = sio.get_untrusted_types(data=data)
     except Exception as e:  # a damaged zip or schema: skops raises zipfile, JSON and key errors
         raise ValueError(f"MODEL {path!r} is not a readable skops file ({type(e).__name__}: {e}); save the model "
                          "with skops.io.dump(model, 'model.skops')") from None
@@ -239,7 +242,7 @@ def load_skops(path: str, trusted_types: Sequence[str] = ()) -> Any:
                          f"{', '.join(refused)}; loading it could run code of those types. If you trust the "
                          f"file, say so with {options}")
     try:
-        return sio.load(path, trusted=list(untrusted))
+        return sio.load(io.BytesIO(data), trusted=list(untrusted))
     except Exception as e:  # skops' loaders raise what the objects' reconstruction raises
         raise ValueError(f"MODEL {path!r} could not be loaded by skops ({type(e).__name__}: {e}); save the model "
                          "again with skops.io.dump(model, 'model.skops')") from None
