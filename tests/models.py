@@ -881,3 +881,56 @@ def rows_zero_borders(library: str) -> Fitted:
     model = catboost.CatBoost(dict(loss_function="RMSE", depth=2, iterations=3, random_seed=0, verbose=0,
                                    thread_count=1, allow_writing_files=False)).fit(X, y)
     return Fitted(model=model, ens=jaximp.from_catboost(model), X=X, y=y)
+
+
+# Models for the command line: named columns, saved as their libraries' files -----------------------
+
+
+CLI_NAMES = ["income", "age", "rooms", "floor", "year_built"]
+CLI_CLASSES = np.array(["low", "mid", "high"])  # class names in an order that is not sorted
+
+
+def cli_frame(kind: str, n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """``(X, y)``: X float32 with the columns ``CLI_NAMES``; y numbers (regression), 0/1
+    (binary) or the names of ``CLI_CLASSES`` (multiclass)."""
+    X, y = make_data(kind, n=n, n_features=len(CLI_NAMES), seed=seed)
+    frame = pd.DataFrame(X, columns=CLI_NAMES)
+    return frame, (CLI_CLASSES[y] if kind == "multiclass" else y)
+
+
+@functools.cache
+def cli_xgboost(kind: str) -> Fitted:
+    """An XGBoost Booster of 6 rounds of depth 3 on ``cli_frame(kind)`` (multiclass: class codes)."""
+    import xgboost as xgb
+
+    X, y = cli_frame(kind)
+    params = {"regression": dict(objective="reg:squarederror"), "binary": dict(objective="binary:logistic"),
+              "multiclass": dict(objective="multi:softprob", num_class=3)}[kind]
+    codes = np.searchsorted(np.sort(CLI_CLASSES), y) if kind == "multiclass" else y
+    booster = xgb.train(dict(params, max_depth=3, eta=0.3, nthread=1, seed=0), xgb.DMatrix(X, codes),
+                        num_boost_round=6)
+    return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=X, y=codes)
+
+
+@functools.cache
+def cli_lightgbm(kind: str) -> Fitted:
+    """A LightGBM Booster of 6 rounds of 7 leaves on ``cli_frame(kind)`` (multiclass: class codes)."""
+    import lightgbm as lgb
+
+    X, y = cli_frame(kind)
+    extra = dict(num_class=3) if kind == "multiclass" else {}
+    codes = np.searchsorted(np.sort(CLI_CLASSES), y) if kind == "multiclass" else y
+    booster = lgb.train(lightgbm_params(kind, num_leaves=7, **extra), lgb.Dataset(X, codes), num_boost_round=6)
+    return Fitted(model=booster, ens=jaximp.from_lightgbm(booster), X=X, y=codes)
+
+
+@functools.cache
+def cli_sklearn(kind: str) -> Fitted:
+    """A random forest of 5 trees of depth 4 on ``cli_frame(kind)``: a regressor, or a classifier
+    of the class names ``CLI_CLASSES`` (multiclass)."""
+    from sklearn import ensemble
+
+    X, y = cli_frame(kind)
+    make = ensemble.RandomForestRegressor if kind == "regression" else ensemble.RandomForestClassifier
+    model = make(n_estimators=5, max_depth=4, random_state=0).fit(X, y)
+    return Fitted(model=model, ens=jaximp.from_sklearn(model), X=X, y=y)

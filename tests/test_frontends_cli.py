@@ -1,6 +1,7 @@
 """The ``jaximp`` command: ``explain`` end to end on CatBoost model files and CSV/Parquet data in a
-temporary directory (its numbers equal jaximp's functions on the same rows), every bad input as
-one line on stderr with a non-zero exit and no traceback, help text for every option."""
+temporary directory (its numbers equal jaximp's functions on the same rows; other libraries'
+models: test_frontends_report.py), every bad input as one line on stderr with a non-zero exit and
+no traceback, help text for every option."""
 
 from __future__ import annotations
 
@@ -222,6 +223,10 @@ def _bad_inputs(d):
         "malformed cbm": ["explain", _write(d, "bad.cbm", b"CBM1 not a model"), data],
         "malformed json": ["explain", _write(d, "bad.json", '{"oblivious_trees": '), data],
         "unsupported model": ["explain", _write(d, "model.pkl", b"\x80\x04 a pickle"), data],
+        "malformed ubj": ["explain", _write(d, "bad.ubj", b"{i\x07learnerL\x7f"), data],
+        "xgboost json without trees": ["explain", _write(d, "empty.json", '{"learner": {"objective": 3}}'), data],
+        "malformed lightgbm": ["explain", _write(d, "bad.txt", "tree\nversion=v4\nnum_class=x\n"), data],
+        "malformed skops": ["explain", _write(d, "bad.skops", b"PK\x03\x04 not a zip"), data],
         "unknown json model": ["explain", _write(d, "other.json", '{"weights": [1, 2]}'), data],
         "malformed parquet": ["explain", model, _write(d, "bad.parquet", "not parquet")],
         "column mismatch": ["explain", model, str(d / "missing_column.csv")],
@@ -243,6 +248,7 @@ def _bad_inputs(d):
 
 
 BAD_CASES = ["missing model", "missing data", "malformed cbm", "malformed json", "unsupported model",
+             "malformed ubj", "xgboost json without trees", "malformed lightgbm", "malformed skops",
              "unknown json model", "malformed parquet", "column mismatch", "non-numeric column", "no rows",
              "target absent", "bad method", "bad target rows", "bad repeats", "bad device",
              "interventional without background", "background with another method", "missing background",

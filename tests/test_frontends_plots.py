@@ -191,6 +191,31 @@ def test_summary_colours_and_dataframe(regression):
     assert len(grey.get_offsets()) == len(X)  # the non-numeric column, grey
     assert len(coloured.get_offsets()) == 5 * len(X)
     assert len(ax.figure.axes) == 2  # with its colour bar
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["categorical value (no colour scale)"]
+
+
+def test_summary_legend_names_what_grey_points_are(regression):
+    ens, X, _ = regression
+    phi = np.asarray(jaximp.shap_values(ens, X))
+    assert plots.summary(phi, X, NAMES).get_legend() is None  # every point coloured: no legend
+    missing = X.copy()
+    missing[::7, 2] = np.nan
+    ax = plots.summary(phi, missing, NAMES, top=None)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["missing value (no colour scale)"]
+
+
+def test_summary_in_a_given_order(regression):
+    ens, X, _ = regression
+    phi = np.asarray(jaximp.shap_values(ens, X))
+    pvc = np.asarray(jaximp.prediction_values_change(ens))
+    order = np.argsort(-pvc, kind="stable")  # another importance's order: the bars' of plots.importance
+    bars = plots.importance(pvc, NAMES)
+    ax = plots.summary(phi, X, NAMES, order=order)
+    assert _ticks(ax) == _ticks(bars) == [NAMES[i] for i in order]
+    assert _ticks(plots.summary(phi, X, NAMES, order=list(order), top=2)) == [NAMES[i] for i in order[:2]]
+    for bad in ([0, 0, 1], [0, 6], [-1], [], [0.5]):
+        with pytest.raises(ValueError, match=r"summary: order must be distinct feature indices in \[0, 6\)"):
+            plots.summary(phi, X, NAMES, order=bad)
 
 
 def test_jaximp_plots_is_lazy():

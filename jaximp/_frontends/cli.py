@@ -2,6 +2,12 @@
 (:mod:`jaximp._frontends.explain`); ``jaximp demo`` runs the main job on a built-in example
 (:mod:`jaximp._frontends.demo`). The library is imported once the arguments parse, so that
 ``jaximp --help`` answers at once.
+
+MODEL is a CatBoost, XGBoost or LightGBM model file, or a scikit-learn tree model saved with
+skops (``skops.io.dump(model, "model.skops")``; pickles are never read). A skops file is loaded
+with skops' trusted-types check: types other than those skops trusts and those that
+scikit-learn's tree, forest and boosting models hold are refused unless named with
+``--trust-skops-type TYPE`` (once per type).
 """
 
 from __future__ import annotations
@@ -50,11 +56,16 @@ def parser() -> argparse.ArgumentParser:
     run_explain = commands.add_parser(
         "explain", help="importances, SHAP values, plots and a report of a model on a CSV or Parquet file",
         description="Explain every row of DATA with MODEL: SHAP values streamed to DIR/shap.parquet batch by "
-                    "batch (memory bounded whatever the rows), importances in DIR/importances.csv (mean |SHAP|, "
-                    "PredictionValuesChange; with --target also permutation importance and LossFunctionChange), "
-                    "PNG plots and DIR/report.md.")
+                    "batch (memory bounded whatever the rows), importances in DIR/importances.csv (mean |SHAP| and "
+                    "the model's library's own, under its names: CatBoost's PredictionValuesChange, XGBoost's "
+                    "weight, gain, cover, total_gain and total_cover, LightGBM's split and gain, scikit-learn's "
+                    "feature_importances_; with --target also permutation importance, and CatBoost's "
+                    "LossFunctionChange), PNG plots and DIR/report.md. scikit-learn models are read from skops "
+                    "files, never pickles.")
     run_explain.add_argument("model", metavar="MODEL",
-                             help="model file: CatBoost (.cbm or .json), XGBoost (.json or .ubj) or LightGBM (.txt)")
+                             help="model file: CatBoost (.cbm or .json), XGBoost (.json or .ubj), LightGBM (.txt), "
+                                  "or a scikit-learn tree, forest or boosting model saved with skops (.skops, "
+                                  "skops.io.dump(model, 'model.skops'); see --trust-skops-type)")
     run_explain.add_argument("data", metavar="DATA",
                              help="rows to explain: a CSV file (.csv, .csv.gz), a Parquet file, a directory of "
                                   "Parquet files or a quoted glob pattern (a path that exists is taken as it is, "
@@ -70,8 +81,10 @@ def parser() -> argparse.ArgumentParser:
                              help="CSV or Parquet rows for interventional SHAP values (read into memory; the cost "
                                   "grows with its rows: a few hundred to a few thousand is typical)")
     run_explain.add_argument("--target", metavar="COL",
-                             help="target column of DATA: also computes permutation importance and "
-                                  "LossFunctionChange, on the first --target-rows rows held in memory")
+                             help="target column of DATA: also computes permutation importance (scored with the "
+                                  "model's loss; scikit-learn models with their score method, R² or accuracy) "
+                                  "and, for CatBoost models, LossFunctionChange, on the first --target-rows rows "
+                                  "held in memory")
     run_explain.add_argument("--target-rows", type=_positive, default=100_000, metavar="N",
                              help="rows (the first of DATA) used with --target (default 100000)")
     run_explain.add_argument("--repeats", type=_positive, default=5, metavar="R",
@@ -86,6 +99,12 @@ def parser() -> argparse.ArgumentParser:
     run_explain.add_argument("--device", choices=("cpu", "gpu"), default=None,
                              help="where to compute (default: JAX's default device, a GPU when JAX sees one)")
     run_explain.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run_explain.add_argument("--trust-skops-type", action="append", default=[], metavar="TYPE",
+                             help="a type that a skops MODEL may hold besides those skops trusts and those of "
+                                  "scikit-learn's tree, forest and boosting models, which are trusted (named as "
+                                  "skops.io.get_untrusted_types names it, e.g. mypackage.MyEstimator); repeat it "
+                                  "for each type. A skops file holding another type is refused, since loading it "
+                                  "could run that type's code")
     root.commands = {"demo": run_demo, "explain": run_explain}
     return root
 
@@ -104,7 +123,8 @@ def explain_command(args: argparse.Namespace) -> str:
     return explain(Options(
         model=args.model, data=args.data, out=args.out, method=args.method, background=args.background,
         target=args.target, target_rows=args.target_rows, repeats=args.repeats, seed=args.seed,
-        batch_rows=args.batch_rows, device=args.device, progress=not args.no_progress))
+        batch_rows=args.batch_rows, device=args.device, progress=not args.no_progress,
+        trusted_types=tuple(args.trust_skops_type)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,13 @@
 """``jaximp explain``: a model file and a CSV or Parquet file in; importances, SHAP values, plots
 and a report out.
 
+The model file is CatBoost's, XGBoost's, LightGBM's or a scikit-learn model saved with skops
+(read with skops' trusted-types check, never a pickle: :mod:`jaximp._frontends.model_files`).
+The importances are those of every library (mean |SHAP|; with a target, permutation importance)
+and the model's library's own, under its own names: CatBoost's PredictionValuesChange,
+Interaction and LossFunctionChange, XGBoost's ``get_score`` types, LightGBM's
+``feature_importance`` types, scikit-learn's ``feature_importances_``.
+
 The SHAP values stream through :func:`jaximp.explain_files` (record batch by record batch, memory
 bounded whatever the rows); the importances that need targets (permutation importance,
 LossFunctionChange) take the first ``target_rows`` rows in memory; the beeswarm plot a fixed
@@ -17,12 +24,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -40,20 +46,30 @@ from jaximp._frontends.files import (
     output_names,
     publish_outputs,
 )
-from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, write_plots, write_report
+from jaximp._frontends.model_files import (
+    LIBRARY_IMPORTANCES,
+    Model,
+    lightgbm_objective,
+    load_skops,
+    model_library,
+    sklearn_objective,
+    xgboost_document,
+    xgboost_objective,
+)
+from jaximp._frontends.report import MAX_SUMMARIES, Summary, describe_model, output_word, write_plots, write_report
 from jaximp._importances.interaction import interaction
 from jaximp._importances.loss_change import loss_function_change
 from jaximp._importances.permutation import permutation_importance
 from jaximp._importances.pvc import prediction_values_change
 from jaximp._importances.scoring import MODEL_LOSSES
+from jaximp._importances.splits import split_importance
 from jaximp._importers.catboost import from_catboost
 from jaximp._importers.lightgbm import from_lightgbm
+from jaximp._importers.sklearn import from_sklearn
 from jaximp._importers.xgboost import from_xgboost
 from jaximp._models.ensemble import has_real_names
 from jaximp._rows.inputs import as_features
 
-# file name suffix -> the library whose model files use it
-_SUFFIXES = {".cbm": "CatBoost", ".ubj": "XGBoost", ".txt": "LightGBM", ".model": "LightGBM"}
 SUMMARY_POINTS = 2000  # rows drawn in the beeswarm plot
 REPORT = "report.md"
 
@@ -74,6 +90,7 @@ class Options:
     batch_rows: int | None = None
     device: str | None = None
     progress: bool = True
+    trusted_types: tuple[str, ...] = ()  # types a skops MODEL may hold besides those trusted (model_files)
 
 
 class Run:
@@ -97,61 +114,47 @@ class Run:
 # Inputs
 
 
-def load_model(path: str) -> tuple[Any, str]:
-    """``(ensemble, library name)`` of a CatBoost (.cbm, .json), XGBoost (.json, .ubj) or
-    LightGBM (.txt) model file, told apart by the suffix and, for JSON, by the content.
+def load_model(path: str, trusted_types: Sequence[str] = ()) -> Model:
+    """The model in a CatBoost (.cbm, .json), XGBoost (.json, .ubj), LightGBM (.txt) or skops
+    (.skops, scikit-learn) file (:mod:`jaximp._frontends.model_files`).
+
+    Args:
+        path: the model file.
+        trusted_types: types a skops file may hold besides those trusted
+            (:data:`jaximp._frontends.model_files.EXPECTED_SKOPS_TYPES`), named ``"module.Class"``
+            as ``skops.io.get_untrusted_types`` names them.
+
+    Returns:
+        The :class:`Model`: the ensemble, its library and its loss as the library names it.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: not a model file jaximp reads, or one nested too deeply to read (a damaged
-            or hostile file; Python's parsers recurse per level).
+        ValueError: not a model file jaximp reads (a pickle among them), a damaged one, one
+            nested too deeply to read (a damaged or hostile file; Python's parsers recurse per
+            level), or a skops file holding a type not trusted.
+        TypeError: a skops file holding an estimator jaximp does not import.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"MODEL {path!r}: no such file")
     try:
-        return _load_model(path)
+        library, document = model_library(path)
+        if library == "CatBoost":
+            ens = from_catboost(path)
+            return Model(ens, library, f"loss {ens.loss_function}" if ens.loss_function else "")
+        if library == "XGBoost":
+            document = xgboost_document(path) if document is None else document
+            try:
+                ens = from_xgboost(document)  # parsed once, here: its errors name the file here
+            except ValueError as e:
+                raise ValueError(f"MODEL {path!r}: {e}") from None
+            return Model(ens, library, xgboost_objective(document))
+        if library == "LightGBM":
+            return Model(from_lightgbm(path), library, lightgbm_objective(path))
+        estimator = load_skops(path, tuple(trusted_types))
+        return Model(from_sklearn(estimator), library, sklearn_objective(estimator))
     except RecursionError:
         raise ValueError(f"MODEL {path!r} is nested too deeply to be read as a model file (a damaged or "
                          "hostile file)") from None
-
-
-def _load_model(path: str) -> tuple[Any, str]:
-    with open(path, "rb") as f:
-        head = f.read(64)
-    suffix = os.path.splitext(path)[1].lower()
-    library = _SUFFIXES.get(suffix)
-    if library is None and head.startswith(b"CBM1"):
-        library = "CatBoost"
-    elif library is None and head.startswith(b"tree\n"):
-        library = "LightGBM"
-    elif library is None and (suffix == ".json" or head.lstrip().startswith(b"{")):
-        library = _json_library(path)
-    if library == "CatBoost":
-        return from_catboost(path), library
-    if library == "XGBoost":
-        return from_xgboost(path), library
-    if library == "LightGBM":
-        return from_lightgbm(path), library
-    raise ValueError(f"MODEL {path!r} is not a model file jaximp reads: CatBoost (.cbm, .json), XGBoost "
-                     "(.json, .ubj) or LightGBM (.txt); save scikit-learn models' trees with jaximp.from_sklearn "
-                     "in Python")
-
-
-def _json_library(path: str) -> str | None:
-    """``"XGBoost"``, ``"CatBoost"`` or None for a JSON or UBJSON file, by its top-level keys."""
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        if path.lower().endswith(".json"):
-            raise ValueError(f"MODEL {path!r} is not a readable JSON model file ({e})") from None
-        return "XGBoost" if data[:1] == b"{" else None  # UBJSON, which only XGBoost writes
-    if isinstance(document, dict) and "learner" in document:
-        return "XGBoost"
-    if isinstance(document, dict) and ({"oblivious_trees", "trees", "features_info"} & set(document)):
-        return "CatBoost"
-    return None
 
 
 def data_columns(dataset: Any, ens: Any, target: str | None, what: str, path: str) -> list[str]:
@@ -204,8 +207,7 @@ def sample_rows(batches: Any, rows: np.ndarray):
 class Inputs:
     """The model and the data of a run, read and checked."""
 
-    ens: Any
-    library: str
+    model: Model
     dataset: Any  # pyarrow.dataset.Dataset of DATA
     columns: list[str]  # DATA's columns holding the model's features, in the model's order
     background: Any  # pandas DataFrame or None
@@ -240,13 +242,14 @@ def _outputs(run: Run, inputs: Inputs, options: Options, method: str, device: An
              started: float) -> list[str]:
     """Write every output of the run in the folder ``staging``; their file names, the report last."""
     importances, target_rows = _importances(run, inputs, options, devices)
+    ens, library = inputs.model.ens, inputs.model.library
     shap_path = os.path.join(staging, "shap.parquet")
     run.say(f"SHAP values ({method}): {options.data} -> {os.path.join(options.out, 'shap.parquet')}")
     mean_abs, n_rows = run.timed(f"SHAP values ({method}), streamed to shap.parquet", _stream_shap, inputs,
                                  options, method, shap_path, devices)
-    interactions = _model_only(run, "Interaction", interaction, inputs.ens)
+    interactions = _model_only(run, "Interaction", interaction, ens) if library == "CatBoost" else None
 
-    ens, labels = inputs.ens, output_labels(inputs.ens)
+    labels = output_labels(ens)
     table = importance_table(inputs.columns, mean_abs, labels, importances)
     write_csv(os.path.join(staging, "importances.csv"), table)
     if len(labels) > MAX_SUMMARIES:
@@ -254,11 +257,12 @@ def _outputs(run: Run, inputs: Inputs, options: Options, method: str, device: An
     sample = run.timed("read a sample of rows for the beeswarm plot", _summary_sample, inputs.dataset,
                        inputs.columns, shap_path, n_rows)
     plots = run.timed("plots", write_plots, staging, inputs.columns, table, labels, _shap_columns(ens),
-                      interactions, sample, n_rows, "class" if ens.class_names else "output")
+                      interactions, sample, n_rows, output_word(ens), library, _permutation_meaning(inputs.model))
     run.timings.append(("total", time.perf_counter() - started))
-    summary = Summary(options=options, library=inputs.library, ens=ens, n_rows=n_rows, method=method,
+    summary = Summary(options=options, library=library, ens=ens, n_rows=n_rows, method=method,
                       labels=labels, background_rows=None if inputs.background is None else len(inputs.background),
-                      target_rows=target_rows, device=_device_name(device), plots=plots)
+                      target_rows=target_rows, device=_device_name(device), plots=plots,
+                      objective=inputs.model.objective, permutation=_permutation_meaning(inputs.model))
     write_report(os.path.join(staging, REPORT), table, run, summary)
     return ["shap.parquet", "importances.csv"] + [name for _, name in plots] + [REPORT]
 
@@ -276,8 +280,9 @@ def _method(options: Options) -> str:
 def _read_inputs(run: Run, options: Options) -> Inputs:
     """The model, DATA's columns (its first rows checked against the model) and the background,
     every mismatch a ``ValueError`` before any long computation."""
-    ens, library = run.timed("load the model", load_model, options.model)
-    run.say(f"model: {options.model} ({library}, {describe_model(ens)})")
+    model = run.timed("load the model", load_model, options.model, options.trusted_types)
+    ens = model.ens
+    run.say(f"model: {options.model} ({model.library}, {describe_model(ens, model.objective)})")
     dataset = dataset_of(options.data, "DATA")
     check_not_source(dataset, os.path.join(os.path.expanduser(options.out), "shap.parquet"), "DATA", "--out")
     _check_each_file(dataset, ens, options.target, "DATA")
@@ -294,7 +299,7 @@ def _read_inputs(run: Run, options: Options) -> Inputs:
         chosen = data_columns(source, ens, options.target, "--background", options.background)
         check_file_columns(source, chosen, "--background")
         background = run.timed("read the background", lambda: source.to_table(columns=chosen).to_pandas())
-    return Inputs(ens, library, dataset, columns, background)
+    return Inputs(model, dataset, columns, background)
 
 
 def _check_each_file(dataset: Any, ens: Any, target: str | None, what: str) -> None:
@@ -306,16 +311,24 @@ def _check_each_file(dataset: Any, ens: Any, target: str | None, what: str) -> N
 
 
 def _importances(run: Run, inputs: Inputs, options: Options, devices: Any) -> tuple[dict[str, np.ndarray], int]:
-    """``({importances.csv column: f[F]}, rows used for the target's importances)``:
-    PredictionValuesChange where the model defines it, and with ``--target`` permutation
-    importance and LossFunctionChange."""
+    """``({importances.csv column: f[F]}, rows used for the target's importances)``: the
+    model's library's own importances of the model alone (CatBoost's PredictionValuesChange,
+    XGBoost's ``get_score`` types, LightGBM's ``feature_importance`` types, scikit-learn's
+    ``feature_importances_``), and with ``--target`` permutation importance (and CatBoost's
+    LossFunctionChange)."""
+    ens, library = inputs.model.ens, inputs.model.library
     importances = {}
-    pvc = _model_only(run, "PredictionValuesChange", prediction_values_change, inputs.ens)
-    if pvc is not None:
-        importances["prediction_values_change"] = pvc
+    if library == "CatBoost":
+        pvc = _model_only(run, "PredictionValuesChange", prediction_values_change, ens)
+        if pvc is not None:
+            importances["prediction_values_change"] = pvc
+    for one in LIBRARY_IMPORTANCES[library]:
+        values = _model_only(run, f"{library}'s {one.column}", lambda e, t=one.type: split_importance(e, t), ens)
+        if values is not None:
+            importances[one.column] = values
     target_rows = 0
     if options.target is not None:
-        target_rows = _with_target(run, inputs.ens, inputs.dataset, inputs.columns, options, devices, importances)
+        target_rows = _with_target(run, inputs, options, devices, importances)
     return importances, target_rows
 
 
@@ -324,7 +337,7 @@ def _stream_shap(inputs: Inputs, options: Options, method: str, shap_path: str, 
     ``shap_path`` batch by batch (:func:`jaximp.explain_files`)."""
     import pyarrow.parquet as pq
 
-    mean_abs = explain_files(inputs.ens, options.data, out=shap_path, method=method,
+    mean_abs = explain_files(inputs.model.ens, options.data, out=shap_path, method=method,
                              background=inputs.background, columns=inputs.columns,
                              batch_rows=options.batch_rows, progress=options.progress, devices=devices)
     return mean_abs, pq.ParquetFile(shap_path).metadata.num_rows
@@ -370,28 +383,53 @@ def _model_only(run: Run, name: str, function: Callable, ens: Any) -> np.ndarray
         return None
 
 
-def _with_target(run: Run, ens: Any, dataset: Any, columns: list[str], options: Options, devices: Any,
-                 importances: dict) -> int:
-    """Permutation importance and LossFunctionChange on the first ``target_rows`` rows, read into
-    memory, added to ``importances``; the number of rows used (0: not computed, with a note,
-    for a model whose loss jaximp does not compute: both score with it)."""
+def _permutation_scoring(model: Model) -> tuple[str | None, str] | None:
+    """``(scoring, what it measures)`` of permutation importance for the model, or None where
+    it has no score to use: the model's own loss (scoring None), or for a scikit-learn model
+    its ``score`` method's metric (R² or accuracy), as ``sklearn.inspection.permutation_importance``."""
+    ens = model.ens
+    if model.library == "scikit-learn":
+        if ens.class_names:
+            return "accuracy", "the decrease of the accuracy (the classifier's score)"
+        return "r2", "the decrease of R² (the regressor's score)"
     if ens.loss_function not in MODEL_LOSSES:
-        loss = f"its loss {ens.loss_function!r}, not one" if ens.loss_function else "no training loss, none of those"
-        run.notes.append(f"Permutation importance and LossFunctionChange not computed: they score with the model's "
+        return None
+    native = f", as its {model.objective}" if model.library != "CatBoost" and model.objective else ""
+    return None, f"the increase of the model's loss ({ens.loss_function}{native})"
+
+
+def _permutation_meaning(model: Model) -> str:
+    scoring = _permutation_scoring(model)
+    return "" if scoring is None else scoring[1]
+
+
+def _with_target(run: Run, inputs: Inputs, options: Options, devices: Any, importances: dict) -> int:
+    """Permutation importance (and for CatBoost models LossFunctionChange) on the first
+    ``target_rows`` rows, read into memory, added to ``importances``; the number of rows used
+    (0: not computed, with a note, for a model whose loss jaximp does not compute)."""
+    ens, dataset, columns = inputs.model.ens, inputs.dataset, inputs.columns
+    catboost = inputs.model.library == "CatBoost"
+    names = "Permutation importance and LossFunctionChange" if catboost else "Permutation importance"
+    scoring = _permutation_scoring(inputs.model)
+    if scoring is None:
+        loss = f"its {inputs.model.objective}, not one of them" if inputs.model.objective else "no training loss"
+        run.notes.append(f"{names} not computed: {'they score' if catboost else 'it scores'} with the model's "
                          f"loss ({', '.join(MODEL_LOSSES)}), and the model records {loss}; in Python, "
                          "jaximp.permutation_importance(ens, X, y, scoring=...) scores with a metric of your choice.")
         return 0
     frame = run.timed("read the target rows", first_rows, dataset, columns + [options.target], options.target_rows)
     X, y = frame[columns], frame[options.target].to_numpy()
     if len(frame) == options.target_rows and dataset.count_rows() > options.target_rows:
-        run.notes.append(f"Permutation importance and LossFunctionChange use the first {len(frame):,} rows of DATA "
+        run.notes.append(f"{names} use the first {len(frame):,} rows of DATA "
                          "(held in memory; --target-rows sets how many).")
-    run.say(f"permutation importance ({options.repeats} repeats) and LossFunctionChange on {len(frame)} rows")
-    permutation = run.timed("permutation importance", permutation_importance, ens, X, y,
+    run.say(f"{names.lower()} ({options.repeats} repeats) on {len(frame)} rows")
+    permutation = run.timed("permutation importance", permutation_importance, ens, X, y, scoring=scoring[0],
                             n_repeats=options.repeats, random_state=options.seed, devices=devices,
                             progress=options.progress)
     importances["permutation_importance"] = np.asarray(permutation.importances_mean, np.float64)
     importances["permutation_importance_std"] = np.asarray(permutation.importances_std, np.float64)
+    if not catboost:
+        return len(frame)
     try:
         importances["loss_function_change"] = np.asarray(run.timed(
             "LossFunctionChange", loss_function_change, ens, X, y, devices=devices,

@@ -107,14 +107,15 @@ def _new_axes(width: float, height: float):
     return ax
 
 
-def _title_and_note(ax: Any, title: str | None, notes: list[str]) -> None:
+def _title_and_note(ax: Any, title: str | None, notes: list[str], raised: bool = False) -> None:
     """The Axes title, and the ``notes`` (what was left out) in small grey type just above the
-    Axes' top right corner; a title then goes one line higher, so that the two never overlap."""
+    Axes' top right corner; a title then goes one line higher (also when ``raised``: a legend
+    above the top left corner), so that they never overlap."""
     if notes:
         ax.text(1.0, 1.0, ", ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
                 color="0.4")
     if title is not None:
-        ax.set_title(title, pad=18.0 if notes else 6.0)  # points: a line of small type above the default pad
+        ax.set_title(title, pad=18.0 if notes or raised else 6.0)  # points: a line of small type above the default pad
 
 
 def _check_top(top: Any, fn_name: str) -> None:
@@ -346,12 +347,14 @@ def _annotate(ax: Any, image: Any, shown: np.ndarray) -> None:
 
 def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax: Any = None,
             max_points: int | None = 2000, top: int | None = 20, random_state: int = 0,
-            title: str | None = None, cmap: str = "coolwarm") -> Any:
+            title: str | None = None, cmap: str = "coolwarm", order: Sequence[int] | None = None) -> Any:
     """A SHAP summary (beeswarm): one row per feature, one point per row of ``X`` at its SHAP value.
 
-    Features are sorted by mean ``|SHAP|`` over all rows, the most important on top. Points are
-    coloured by the feature's value (between its 5th and 95th percentiles, blue low to red high;
-    missing or non-numeric values grey) and spread vertically where they are dense, as in
+    Features are sorted by mean ``|SHAP|`` over all rows, the most important on top, or in a
+    given ``order`` (that of a bar plot of another importance, so that both list the features
+    alike). Points are coloured by the feature's value (between its 5th and 95th percentiles,
+    blue low to red high; missing values and the values of categorical, non-numeric, features
+    grey, as a legend says) and spread vertically where they are dense, as in
     shap's ``beeswarm`` plot (Lundberg et al., "From local explanations to global understanding
     with explainable AI for trees", 2020). With more than ``max_points`` rows, a fixed random
     sample of ``max_points`` rows (``random_state``) is drawn, the same for every feature and
@@ -369,13 +372,16 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
         random_state: the seed of the row sample.
         title: the Axes title; None: none.
         cmap: a matplotlib colour map name for the feature values.
+        order: the features' indices (into F) from the top row down, e.g. those of the bars of
+            :func:`importance` (``top`` of them are shown); None: by mean ``|SHAP|``.
 
     Returns:
         The matplotlib Axes.
 
     Raises:
         TypeError, ValueError: ``shap_values`` not ``[N, F]`` and finite, ``X`` of another
-            shape, ``feature_names`` of a wrong length, or a bad ``top`` or ``max_points``.
+            shape, ``feature_names`` of a wrong length, a bad ``top`` or ``max_points``, or an
+            ``order`` that is not distinct feature indices.
 
     Example:
         >>> jaximp.plots.summary(jaximp.shap_values(ens, X), X, ens.feature_names)  # doctest: +SKIP
@@ -392,8 +398,10 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     phi = _finite(phi, fn_name, "shap_values", (2,))
     n_rows, n_features = phi.shape
     labels = _labels(feature_names, n_features, fn_name)
-    colours = _feature_colours(X, phi.shape, fn_name)
-    order = np.argsort(-np.abs(phi).mean(axis=0), kind="stable")[: top or n_features]
+    colours, categorical = _feature_colours(X, phi.shape, fn_name)
+    order = _order(order, n_features, fn_name) if order is not None else np.argsort(-np.abs(phi).mean(axis=0),
+                                                                                    kind="stable")
+    order = order[: top or n_features]
     if max_points is not None and n_rows > max_points:
         rows = np.sort(np.random.default_rng(random_state).choice(n_rows, max_points, replace=False))
         phi, colours = phi[rows], colours[rows]
@@ -404,7 +412,7 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     ys = np.concatenate([position + _swarm(phi[:, j]) for position, j in enumerate(order)])
     cs = colours[:, order].T.ravel()
     known = ~np.isnan(cs)
-    ax.scatter(xs[~known], ys[~known], s=9, color="0.65", linewidths=0, rasterized=True)
+    grey = ax.scatter(xs[~known], ys[~known], s=9, color="0.65", linewidths=0, rasterized=True)
     points = ax.scatter(xs[known], ys[known], c=cs[known], s=9, cmap=cmap, vmin=0.0, vmax=1.0, linewidths=0,
                         rasterized=True)
     if X is not None:
@@ -420,16 +428,35 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     ax.spines[["top", "right", "left"]].set_visible(False)
     ax.tick_params(axis="y", length=0)
     ax.set_xlabel("SHAP value (impact on the model's raw output)")
+    greys = X is not None and not known.all()
+    if greys:  # above the top left corner, clear of the points
+        kinds = (["categorical"] if categorical[order].any() else []) + (
+            ["missing"] if (~known & ~np.repeat(categorical[order], len(phi))).any() else [])
+        ax.legend([grey], [f"{' or '.join(kinds)} value (no colour scale)"], loc="lower left", fontsize="small",
+                  bbox_to_anchor=(0.0, 1.0), borderaxespad=0.1, frameon=False, markerscale=1.5, handletextpad=0.2)
     _title_and_note(ax, title, ([f"top {n} of {n_features} features"] if n < n_features else []) + (
-        [f"a sample of {len(phi)} of {n_rows} rows"] if len(phi) < n_rows else []))
+        [f"a sample of {len(phi)} of {n_rows} rows"] if len(phi) < n_rows else []), raised=greys)
     return ax
 
 
-def _feature_colours(X: Any, shape: tuple[int, int], fn_name: str) -> np.ndarray:
-    """``f64[N, F]`` each feature's values scaled to [0, 1] between its 5th and 95th percentiles;
-    NaN where missing or not numeric (and everywhere when ``X`` is None)."""
+def _order(order: Any, n_features: int, fn_name: str) -> np.ndarray:
+    """``i64[shown]`` the distinct feature indices of ``order``, checked."""
+    try:
+        a = np.asarray(order)
+    except (TypeError, ValueError):
+        a = np.asarray([None])
+    if (a.ndim != 1 or not a.size or not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n_features
+            or len(np.unique(a)) != len(a)):
+        raise ValueError(f"{fn_name}: order must be distinct feature indices in [0, {n_features}); got {order!r}")
+    return a.astype(np.int64)
+
+
+def _feature_colours(X: Any, shape: tuple[int, int], fn_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(f64[N, F], bool[F])``: each feature's values scaled to [0, 1] between its 5th and 95th
+    percentiles, NaN where missing or not numeric (everywhere when ``X`` is None); and which
+    features are categorical (not numbers)."""
     if X is None:
-        return np.full(shape, np.nan)
+        return np.full(shape, np.nan), np.zeros(shape[1], bool)
     if hasattr(X, "columns"):  # pandas / polars, column by column (types may differ)
         columns, got = [np.asarray(X[c]) for c in X.columns], (len(X), len(X.columns))
     else:
@@ -437,18 +464,20 @@ def _feature_colours(X: Any, shape: tuple[int, int], fn_name: str) -> np.ndarray
         columns, got = list(a.T), a.shape
     if tuple(got) != shape:
         raise ValueError(f"{fn_name}: X must have the shape of shap_values {shape}; got {tuple(got)}")
-    scaled = []
+    scaled, categorical = [], []
     for column in columns:  # one step per feature, vectorised over rows
         try:
             v = column.astype(np.float64)
+            categorical.append(False)
         except (TypeError, ValueError):
             v = np.full(column.shape, np.nan)  # categorical values: no colour scale
+            categorical.append(True)
         finite = v[np.isfinite(v)]
         lo, hi = np.percentile(finite, [5, 95]) if finite.size else (0.0, 0.0)
         if hi <= lo:
             lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
         scaled.append(np.clip((v - lo) / (hi - lo), 0.0, 1.0) if hi > lo else np.where(np.isfinite(v), 0.5, np.nan))
-    return np.stack(scaled, axis=1)
+    return np.stack(scaled, axis=1), np.asarray(categorical)
 
 
 def _swarm(values: np.ndarray, n_bins: int = 80, width: float = 0.4) -> np.ndarray:
