@@ -1,16 +1,13 @@
 """Plots of feature importances, interactions and SHAP values (matplotlib).
 
 Each function draws on ``ax`` (a new figure when None, sized to the number of features, with
-matplotlib's constrained layout so that no label is clipped) and returns the Axes. Nothing is
-shown or saved, so the functions work under any backend, ``Agg`` included; save a plot with
-``ax.figure.savefig("plot.png")``.
+constrained layout) and returns the Axes; nothing is shown or saved, so any backend works, ``Agg``
+included. ``jaximp.plots`` needs matplotlib, imported on first use (not by ``import jaximp``).
 
-``jaximp.plots`` needs matplotlib and is imported on first use (``import jaximp`` does not load
-matplotlib).
-
-Example:
-    >>> ax = jaximp.plots.importance(jaximp.prediction_values_change(ens), ens.feature_names)  # doctest: +SKIP
-    >>> ax.figure.savefig("pvc.png")                                                          # doctest: +SKIP
+Examples:
+    >>> ax = jaximp.plots.importance(jaximp.prediction_values_change(ens), ens.feature_names)
+    >>> len(ax.get_yticklabels())                   # then ax.figure.savefig("pvc.png")
+    10
 """
 
 from __future__ import annotations
@@ -101,16 +98,13 @@ def _series(values: Any, fn_name: str) -> list[_Series]:
 
 
 def _new_axes(width: float, height: float):
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    return ax
+    import matplotlib.pyplot as plt  # on first use: import jaximp does not load matplotlib
+    return plt.subplots(figsize=(width, height), layout="constrained")[1]
 
 
 def _title_and_note(ax: Any, title: str | None, notes: list[str], raised: bool = False) -> None:
-    """The Axes title, and the ``notes`` (what was left out) in small grey type just above the
-    Axes' top right corner; a title then goes one line higher (also when ``raised``: a legend
-    above the top left corner), so that they never overlap."""
+    """The Axes title, and the ``notes`` (what was left out) in small grey type above the top right
+    corner; the title then goes a line higher (also when ``raised``: a legend above the plot)."""
     if notes:
         ax.text(1.0, 1.0, ", ".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
                 color="0.4")
@@ -136,7 +130,7 @@ def importance(values: Any, feature_names: Sequence[str] | None, *, ax: Any = No
 
     - one importance ``f[F]`` (PredictionValuesChange, mean ``|SHAP|``, LossFunctionChange,
       split importance...): one bar per feature, its value written at the bar's end;
-    - the result of :func:`jaximp.permutation_importance` (or sklearn's): bars of
+    - the result of [`permutation_importance`][jaximp.permutation_importance] (or sklearn's): bars of
       ``importances_mean`` with ``importances_std`` (the spread over repeats) as error bars;
     - a multi-output importance ``f[F, K]`` (mean ``|SHAP|`` of a multiclass model): bars stacked
       by output, the length of a bar being the total over outputs, with a legend of
@@ -167,11 +161,13 @@ def importance(values: Any, feature_names: Sequence[str] | None, *, ax: Any = No
             lengths, ``feature_names`` or ``class_names`` of a wrong length, negative values to
             stack, or a bad ``top``.
 
-    Example:
-        >>> result = jaximp.permutation_importance(ens, X, y, n_repeats=10)           # doctest: +SKIP
-        >>> jaximp.plots.importance({"permutation": result,
-        ...                          "PredictionValuesChange": jaximp.prediction_values_change(ens)},
-        ...                         ens.feature_names)                                # doctest: +SKIP
+    Examples:
+        >>> result = jaximp.permutation_importance(ens, X, y, n_repeats=3, random_state=0)
+        >>> ax = jaximp.plots.importance({"permutation": result,
+        ...                               "PredictionValuesChange": jaximp.prediction_values_change(ens)},
+        ...                              ens.feature_names)
+        >>> len(ax.get_yticklabels())
+        10
     """
     fn_name = "importance"
     _check_top(top, fn_name)
@@ -269,8 +265,9 @@ def interaction_heatmap(matrix: Any, feature_names: Sequence[str] | None, *, ax:
                         cmap: str = "viridis") -> Any:
     """A heatmap of pairwise feature interactions, the most interacting features first.
 
-    ``matrix`` is :func:`jaximp.interaction` (CatBoost's Interaction) or
-    :func:`jaximp.shap_interaction_importance` (mean ``|SHAP interaction value|``), ``f[F, F]``.
+    ``matrix`` is [`interaction`][jaximp.interaction] (CatBoost's Interaction) or
+    [`shap_interaction_importance`][jaximp.shap_interaction_importance] (mean ``|SHAP interaction value|``),
+    ``f[F, F]``.
     Features are ordered by their total interaction with the others (the row sums of ``|matrix|``
     without the diagonal) and the ``top`` first are shown. The diagonal of SHAP interaction values
     holds the main effects, which would swamp the colour scale: it is left blank unless
@@ -291,11 +288,14 @@ def interaction_heatmap(matrix: Any, feature_names: Sequence[str] | None, *, ax:
         The matplotlib Axes.
 
     Raises:
-        TypeError, ValueError: a matrix that is not square ``[F, F]`` and finite,
-            ``feature_names`` of a wrong length, or a bad ``top``.
+        TypeError: a matrix that is not an array of numbers.
+        ValueError: a matrix that is not square ``[F, F]`` and finite, ``feature_names`` of a
+            wrong length, or a bad ``top``.
 
-    Example:
-        >>> jaximp.plots.interaction_heatmap(jaximp.interaction(ens), ens.feature_names)  # doctest: +SKIP
+    Examples:
+        >>> ax = jaximp.plots.interaction_heatmap(jaximp.interaction(ens), ens.feature_names)
+        >>> len(ax.get_xticklabels())
+        10
     """
     fn_name = "interaction_heatmap"
     _check_top(top, fn_name)
@@ -361,30 +361,34 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
     every call.
 
     Args:
-        shap_values: ``f[N, F]`` SHAP values (:func:`jaximp.shap_values`); for a multi-output
-            model ``[N, F, K]`` pass one output (``shap_values[..., k]``).
+        shap_values: ``f[N, F]`` SHAP values ([`shap_values`][jaximp.shap_values]); for a
+            multi-output model ``[N, F, K]`` pass one output (``shap_values[..., k]``).
         X: the ``[N, F]`` rows explained (array or DataFrame, for the colours), or None: no
             colours.
         feature_names: the F feature names, or None for ``0..F-1``.
         ax: the matplotlib Axes to draw on; None: a new figure.
         max_points: most rows drawn; None: all.
         top: show the ``top`` features by mean ``|SHAP|``; None: all.
-        random_state: the seed of the row sample.
+        random_state: the random state of the row sample.
         title: the Axes title; None: none.
         cmap: a matplotlib colour map name for the feature values.
         order: the features' indices (into F) from the top row down, e.g. those of the bars of
-            :func:`importance` (``top`` of them are shown); None: by mean ``|SHAP|``.
+            [`importance`][jaximp.plots.importance] (``top`` of them are shown); None: by mean
+            ``|SHAP|``.
 
     Returns:
         The matplotlib Axes.
 
     Raises:
-        TypeError, ValueError: ``shap_values`` not ``[N, F]`` and finite, ``X`` of another
-            shape, ``feature_names`` of a wrong length, a bad ``top`` or ``max_points``, or an
+        TypeError: ``shap_values`` or ``X`` that are not arrays of numbers.
+        ValueError: ``shap_values`` not ``[N, F]`` and finite, ``X`` of another shape,
+            ``feature_names`` of a wrong length, a bad ``top`` or ``max_points``, or an
             ``order`` that is not distinct feature indices.
 
-    Example:
-        >>> jaximp.plots.summary(jaximp.shap_values(ens, X), X, ens.feature_names)  # doctest: +SKIP
+    Examples:
+        >>> ax = jaximp.plots.summary(jaximp.shap_values(ens, X), X, ens.feature_names)
+        >>> len(ax.get_yticklabels())
+        10
     """
     fn_name = "summary"
     _check_top(top, fn_name)
