@@ -166,9 +166,9 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
     A ``TreeEnsemble`` (non-symmetric trees) gets CatBoost's walk over its trees: each pair of
     nested splits on different features scores the signed sum of the leaf values below, summed
     per tree and feature pair before the absolute value. The numbers are those of the model
-    reloaded from its JSON export: in CatBoost, a freshly trained non-symmetric model's
-    Interaction changes after that round trip (CatBoost issue 2136), and the reloaded model is
-    the one whose trees jaximp reads.
+    reloaded from its JSON export, the one whose trees jaximp reads: in CatBoost, a freshly
+    trained non-symmetric model's Interaction changes after that round trip
+    ([CatBoost issue 2136](https://github.com/catboost/catboost/issues/2136)).
 
     With categorical features (either kind of ensemble), CatBoost scores pairs of its internal
     features (float features, each categorical feature's one-hot values together, CTRs), then

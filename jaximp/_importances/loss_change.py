@@ -116,7 +116,7 @@ def loss_function_change(
     path-dependent SHAP values (CatBoost credits a split on a CTR over several columns to
     those columns equally): CatBoost's numbers on the model reloaded from its JSON export (in
     CatBoost, a freshly trained non-symmetric model's LossFunctionChange changes after that
-    round trip; CatBoost issue 2136).
+    round trip; [CatBoost issue 2136](https://github.com/catboost/catboost/issues/2136)).
 
     Args:
         ens: the model.

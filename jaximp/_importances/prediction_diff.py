@@ -21,7 +21,7 @@ copy's leaf with the row's true leaf and files any difference under the model's 
 numbers equal CatBoost's on the model reloaded from its JSON export. A freshly trained model (or
 a ``.cbm`` saved from one) stores the leaf child of a node whose other child is a subtree on the
 node itself, and CatBoost then loses the flips into such leaves: its numbers differ there, as
-its SHAP values do (catboost issue 2136).
+its SHAP values do (CatBoost issue 2136, https://github.com/catboost/catboost/issues/2136).
 
 Shapes (the legend of ``jaximp._models``): F features, T trees, D depth, M internal nodes;
 ``n_bins`` the most bins of a feature (the most borders plus one), ``n_moves`` the flips per
