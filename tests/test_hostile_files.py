@@ -15,12 +15,15 @@ Oracles: the bytes of the files before the run; jaximp's in-memory functions on 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import io
 import os
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 
 import catboost
 import numpy as np
@@ -388,3 +391,84 @@ def test_explain_interrupted_by_a_signal(files, earlier_run, tmp_path):
     assert process.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == "jaximp explain: interrupted"
     assert snapshot(out) == before
+
+
+# Damaged skops files --------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _skops_forest() -> tuple[bytes, pd.DataFrame]:
+    """A small random forest regressor saved with skops, and rows to predict."""
+    import skops.io as sio
+    from models import cli_sklearn
+
+    fitted = cli_sklearn("regression")
+    return sio.dumps(fitted.model), fitted.X.iloc[:20]
+
+
+def _rezipped(data: bytes, edit) -> bytes:
+    """``data`` (a zip file) with its ``schema.json`` replaced by ``edit(text)``."""
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            content = source.read(info.filename)
+            if info.filename == "schema.json":
+                content = edit(content.decode()).encode()
+            target.writestr(info.filename, content)
+    return out.getvalue()
+
+
+@st.composite
+def skops_mutants(draw):
+    """A skops file of a random forest, truncated, with a byte flipped, or with a character of
+    its schema (types, keys, numbers, shapes) changed."""
+    data, _ = _skops_forest()
+    kind = draw(st.sampled_from(["truncate", "flip", "schema"]))
+    if kind == "truncate":
+        return data[:draw(st.integers(0, len(data) - 1))]
+    if kind == "flip":
+        at = draw(st.integers(0, len(data) - 1))
+        return data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1:]
+    text = zipfile.ZipFile(io.BytesIO(data)).read("schema.json").decode()
+    at = draw(st.integers(0, len(text) - 1))
+    new = draw(st.sampled_from(list('0123456789-"{}[],:.abcxyz ')))
+    return _rezipped(data, lambda t: t[:at] + new + t[at + 1:])
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(mutant=skops_mutants())
+def test_damaged_skops_files_give_the_models_numbers_or_one_clear_line(mutant, tmp_path):
+    """``jaximp explain``'s reading of a skops file (the trusted-types check, then the import):
+    the model skops loads from the same bytes, with its predictions, or a ValueError/TypeError
+    naming MODEL and skops; never another error, a hang or a huge allocation."""
+    import skops.io as sio
+
+    path = tmp_path / "model.skops"
+    path.write_bytes(mutant)
+    kind, result = outcome(lambda: explain_module.load_model(str(path)))
+    assert kind != "failed", f"{type(result).__name__}: {result}"
+    if kind == "refused":
+        message = str(result)
+        assert message.startswith("MODEL ") or message.startswith("from_sklearn: "), message
+        return
+    _, rows = _skops_forest()
+    estimator = sio.load(io.BytesIO(mutant), trusted=sio.get_untrusted_types(data=mutant))
+    np.testing.assert_allclose(jaximp.predict(result.ens, rows), estimator.predict(rows), rtol=1e-5, atol=1e-4)
+
+
+def test_a_skops_model_missing_an_attribute_is_refused_clearly(tmp_path):
+    """A schema edited so that skops builds the forest without one of its parameters (scikit-learn's
+    fitted check then fails inside scikit-learn with an AttributeError): one clear ValueError."""
+    import skops.io as sio
+
+    data, _ = _skops_forest()
+    mutant = _rezipped(data, lambda text: text.replace('"estimator"', '"estimatoR"', 1))
+    assert '"estimatoR"' in zipfile.ZipFile(io.BytesIO(mutant)).read("schema.json").decode()
+    estimator = sio.load(io.BytesIO(mutant), trusted=sio.get_untrusted_types(data=mutant))
+    assert not hasattr(estimator, "estimator")
+    path = tmp_path / "model.skops"
+    path.write_bytes(mutant)
+    with pytest.raises(ValueError, match=r"^from_sklearn: the fitted RandomForestRegressor is inconsistent"):
+        explain_module.load_model(str(path))

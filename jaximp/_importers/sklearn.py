@@ -137,8 +137,8 @@ def from_sklearn(model: Any) -> TreeEnsemble:
         True
     """
     name = _estimator_name(model)
-    _check_fitted(model, name)
     with _damaged(name):
+        _check_fitted(model, name)  # scikit-learn's check reads attributes an edited model may lack
         if name in _TREES or name in _FORESTS:
             return _forest(model, name)
         if name in _BOOSTING:
