@@ -234,6 +234,8 @@ CASES = {  # name: (model, pattern, replacement, words the refusal names)
     "threshold hex": ("regression", r"^threshold=\S+", "threshold=0x1p3", ["threshold"]),
     "leaf value beyond float32": ("regression", r"^leaf_value=\S+", "leaf_value=1e300", ["float32"]),
     "leaf value text": ("regression", r"^leaf_value=\S+", "leaf_value=abc", ["leaf_value"]),
+    "leaf count NaN": ("regression", r"^leaf_count=\S+", "leaf_count=nan", ["leaf_count"]),
+    "internal count negative": ("regression", r"^internal_count=\S+", "internal_count=-5", ["internal_count"]),
     "num_cat huge": ("categorical", r"^num_cat=[1-9]\d*", "num_cat=1000000000000", ["cat_boundaries"]),
     "cat_boundaries not from 0": ("categorical", r"^cat_boundaries=0", "cat_boundaries=2", ["cat_boundaries"]),
     "cat_threshold past 32 bits": ("categorical", r"^cat_threshold=\S+", "cat_threshold=99999999999",

@@ -325,6 +325,7 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         table = _value_thresholds(trees, n_features)
         right = right_categories(trees, _FN)
         parsed = [_parsed(tree, table, r, n_outputs) for tree, r in zip(trees, right)]
+        return _ensemble(header, parsed, n_outputs, names, class_names, frame_categories, table)
     except Unsupported as e:
         raise ValueError(f"{_FN}: {e}") from None
     except ValueError as e:
@@ -332,7 +333,6 @@ def tree_ensemble_from_text(text: str, *, class_names: tuple = ()) -> TreeEnsemb
         if message.startswith(f"{_FN}: "):
             raise
         raise ValueError(f"{_FN}: the LightGBM model text is corrupt ({message})") from None
-    return _ensemble(header, parsed, n_outputs, names, class_names, frame_categories, table)
 
 
 def _check_tree_sizes(header: dict[str, str], lengths: list[int]) -> None:

@@ -191,6 +191,10 @@ def read_tree(fields: dict[str, str], index: int, n_features: int) -> TextTree:
                           "precision) cannot hold; the model cannot be explained in float32")
     m = n - 1
     counts = numbers(fields, "leaf_count", n, np.float32) if "leaf_count" in fields else None
+    internal = numbers(fields, "internal_count", m, np.float32, 0.0)
+    for key, array in (("leaf_count", counts), ("internal_count", internal)):
+        if array is not None and not np.all(array >= 0):  # NaN too; the covers SHAP divides by
+            raise ValueError(f"a {key} is no count (negative or NaN)")
     decision = numbers(fields, "decision_type", m, np.int64, 0)
     if np.any((decision < 0) | (decision > 127)) or np.any(((decision >> 2) & 3) > MISSING_NAN):
         raise ValueError("a decision_type is not LightGBM's (bits: categorical, default left, missing type 0-2)")
@@ -208,7 +212,7 @@ def read_tree(fields: dict[str, str], index: int, n_features: int) -> TextTree:
         index=index, leaf_values=values, leaf_counts=counts, features=features, thresholds=thresholds,
         decision=decision, left=left, right=right,
         gains=numbers(fields, "split_gain", m, np.float32, 0.0),
-        counts=numbers(fields, "internal_count", m, np.float32, 0.0),
+        counts=internal,
         nodes=nodes, leaves=leaves, depth=depth, bitsets=_bitsets(fields, thresholds[categorical]))
 
 
