@@ -2,14 +2,14 @@
 with a fixed number of batches alive however many rows the files hold.
 
 :func:`run_pipeline` runs three stages at once. A reader thread pulls record batches from
-``pyarrow.dataset`` (:func:`scan`: read-ahead of one batch in one file, Parquet read through a
-buffered stream rather than a whole row group at a time), cuts or joins them into batches of
-exactly ``batch_rows`` rows (:func:`rechunked`; the last one shorter) and prepares each one (to
-the model's features); the calling thread computes (the JAX kernels); a writer thread consumes
-the results (running sums, the Parquet file). Between stages, queues of :data:`DEPTH` batches
-give back-pressure: a slow writer stops the computing, which stops the reading. At most
-:data:`MAX_BATCHES_ALIVE` batches exist at once between being read and being written (one in
-each stage and :data:`DEPTH` in each queue), besides pyarrow's read-ahead of one batch.
+``pyarrow.dataset`` (:func:`scan`: one row group at a time, read-ahead of one batch), cuts or
+joins them into batches of exactly ``batch_rows`` rows (:func:`rechunked`; the last one
+shorter) and prepares each one (to the model's features); the calling thread computes (the JAX
+kernels); a writer thread consumes the results (running sums, the Parquet file). Between
+stages, queues of :data:`DEPTH` batches give back-pressure: a slow writer stops the computing,
+which stops the reading. At most :data:`MAX_BATCHES_ALIVE` batches exist at once between being
+read and being written (one in each stage and :data:`DEPTH` in each queue), besides pyarrow's
+read-ahead of one batch.
 
 An exception in any stage (a file that does not parse, a kernel failing, a ``KeyboardInterrupt``
 in the calling thread, a full disk) stops all three: the calling thread raises it, once both
@@ -63,18 +63,23 @@ class _Failed:
 
 def scan(dataset: Any, columns: list[str], batch_rows: int) -> Iterator:
     """``dataset``'s record batches of the ``columns`` in order, at most ``batch_rows`` rows each,
-    with pyarrow's read-ahead set small: one batch, one file (its defaults, 16 batches and 4
-    files, hold whole row groups of several files), and a Parquet file read through a buffered
-    stream instead of a whole row group at once (a file written as one row group would otherwise
-    be held whole)."""
+    read one file, and in a Parquet file one row group, at a time, each with pyarrow's read-ahead
+    set small (one batch, one file) and Parquet read through a buffered stream.
+
+    A whole dataset's scan reads ahead on its own while its consumer is slow (its defaults, 16
+    batches and 4 files, and more that ``batch_readahead`` does not bound: hundreds of megabytes
+    for a file of a few million rows); the scan of one row group holds only its own batches."""
     import pyarrow.dataset as ds
 
-    options = {}
-    if isinstance(dataset.format, ds.ParquetFileFormat):
-        options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(
-            use_buffered_stream=True, buffer_size=1 << 20, pre_buffer=False)
-    return dataset.to_batches(columns=columns, batch_size=batch_rows, batch_readahead=1, fragment_readahead=1,
-                              **options)
+    parquet = isinstance(dataset.format, ds.ParquetFileFormat)
+    options = dict(schema=dataset.schema, columns=columns, batch_size=batch_rows, batch_readahead=1,
+                   fragment_readahead=1)
+    if parquet:
+        options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(use_buffered_stream=True,
+                                                                         buffer_size=1 << 20, pre_buffer=False)
+    for fragment in dataset.get_fragments():
+        for part in fragment.split_by_row_group() if parquet else (fragment,):
+            yield from part.to_batches(**options)
 
 
 def rechunked(batches: Iterable, rows: int) -> Iterator:
