@@ -254,15 +254,16 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
         if bar is not None:
             stack.callback(bar.close)
 
-        def compute(x):
+        def compute(batch):
+            x, n = batch
             phi = np.asarray(explainer.shap_values(x, batch_size=batch_size, devices=devices, progress=False,
-                                                   fn_name=fn_name))
+                                                   fn_name=fn_name))[:n]
             raw = None
             if writer is not None and predictions:
                 raw = np.asarray(predict_rows(ens, x, batch_size=batch_size, devices=devices, progress=False,
-                                                fn_name=fn_name))
+                                              fn_name=fn_name))[:n]
             if bar is not None:
-                bar.update(len(phi))
+                bar.update(n)
             return phi, raw
 
         def consume(result):
@@ -270,10 +271,26 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
             if writer is not None:
                 writer.write(*result)
 
-        run_pipeline(batches, lambda batch: as_features(batch.to_pandas(), ens, fn_name), compute, consume)
+        run_pipeline(batches, _Features(ens, fn_name), compute, consume)
         if not totals.rows:
             raise ValueError(f"{fn_name}: {source!r} holds no rows")
     return totals.mean()
+
+
+class _Features:
+    """A record batch to ``(the model's features f32[n', F], its rows n)``: a short last batch is
+    padded (its last row repeated) to the rows of the full batches before it, so that it reuses
+    their compiled kernels (each row's values are its own: the padding's are dropped)."""
+
+    def __init__(self, ens: Any, fn_name: str):
+        self.ens, self.fn_name, self.full = ens, fn_name, 0
+
+    def __call__(self, batch: Any) -> tuple[np.ndarray, int]:
+        x, n = as_features(batch.to_pandas(), self.ens, self.fn_name), batch.num_rows
+        if n < self.full:
+            x = np.concatenate([x, np.repeat(x[-1:], self.full - n, axis=0)])
+        self.full = max(self.full, n)
+        return x, n
 
 
 class _Totals:
