@@ -254,22 +254,23 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
         if bar is not None:
             stack.callback(bar.close)
 
-        def compute(batch):
+        def compute(batch):  # the calling thread: SHAP values
             x, n = batch
             phi = np.asarray(explainer.shap_values(x, batch_size=batch_size, devices=devices, progress=False,
                                                    fn_name=fn_name))[:n]
-            raw = None
-            if writer is not None and predictions:
-                raw = np.asarray(predict_rows(ens, x, batch_size=batch_size, devices=devices, progress=False,
-                                              fn_name=fn_name))[:n]
             if bar is not None:
                 bar.update(n)
-            return phi, raw
+            return x, phi
 
-        def consume(result):
-            totals.add(result[0])
+        def consume(result):  # the writer thread: the sums, the predictions (beside the SHAP values), the file
+            x, phi = result
+            totals.add(phi)
             if writer is not None:
-                writer.write(*result)
+                raw = None
+                if predictions:
+                    raw = np.asarray(predict_rows(ens, x, batch_size=batch_size, devices=devices, progress=False,
+                                                  fn_name=fn_name))[:len(phi)]
+                writer.write(phi, raw)
 
         run_pipeline(batches, _Features(ens, fn_name), compute, consume)
         if not totals.rows:
@@ -366,7 +367,7 @@ class _ParquetOutput:
 
         n = len(phi)
         names, prediction_names = output_names(self.ens)
-        arrays = list(phi.reshape(n, -1).T)
+        arrays = list(np.ascontiguousarray(phi.reshape(n, -1).T))  # columns: contiguous ones write 7x faster
         if raw is not None:
             arrays += list(np.asarray(raw).reshape(n, -1).T)
             names = names + prediction_names
