@@ -3,8 +3,9 @@
 :func:`explain_files` reads a Parquet or CSV source with ``pyarrow.dataset`` one record batch at a
 time, explains each batch with per-tree tables computed once (``jaximp.Explainer``), appends the
 batch's SHAP values and predictions to a Parquet file and adds the batch's ``|SHAP|`` to float64
-running sums. Peak memory is that of a few batches (the batch read, its features and its SHAP
-values), whatever the size of the source.
+running sums. Reading, computing and writing overlap in a bounded pipeline
+(``jaximp._frontends.streaming``): peak memory is that of a fixed number of batches, whatever
+the size of the source.
 
 Nothing is lost and nothing half-written looks whole: the Parquet file is written under a
 hidden temporary name in its folder (``.<name>.<random>.partial``) and renamed to ``out`` only
@@ -190,10 +191,12 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     """Explain every row of Parquet or CSV files, streaming: SHAP values to Parquet, global
     importances returned.
 
-    The files are read batch by batch with ``pyarrow.dataset`` (the model's columns only); each
-    batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values] computes them) are written
-    to ``out`` as they come and added to running float64 sums of ``|SHAP|``. Nothing holds all
-    rows, so memory stays that of a few batches whatever the size of the files.
+    The files are read batch by batch with ``pyarrow.dataset`` (the model's columns only, one
+    row group at a time); each batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values]
+    computes them) are written to ``out`` as they come and added to running float64 sums of
+    ``|SHAP|``. Reading, computing and writing run at once, in three threads joined by bounded
+    queues: at most seven batches of ``batch_rows`` rows are alive at any time, so memory stays
+    flat whatever the number of rows in the files.
 
     Args:
         ens: the model (``jaximp.from_catboost``, ``from_xgboost``, ...).
@@ -211,7 +214,8 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
             [`jaximp.shap_values`][jaximp.shap_values].
         columns: the columns to read, in the model's order; None: the model's feature names when
             the files have them, else every column.
-        batch_rows: rows per record batch; None: 65536.
+        batch_rows: rows per record batch (row groups are cut or joined to it; a short last batch
+            is computed padded to it, so that one compiled program serves every batch); None: 65536.
         predictions: also write the raw predictions.
         progress: show a progress bar (tqdm, in terminals and notebooks); False silences it.
         batch_size: rows per device step within a batch; None picks one for the device.

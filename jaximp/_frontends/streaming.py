@@ -130,9 +130,9 @@ def run_pipeline(batches: Iterable, prepare: Callable, compute: Callable, consum
                               daemon=True)
     writer = threading.Thread(target=_write, args=(consume, done, stop, tally, failures), name="jaximp-write",
                               daemon=True)
-    reader.start()
-    writer.start()
     try:
+        reader.start()
+        writer.start()
         while True:
             item = _get(ready, lambda: failures or not reader.is_alive())
             if item is _DONE or failures:
@@ -151,8 +151,9 @@ def run_pipeline(batches: Iterable, prepare: Callable, compute: Callable, consum
             raise failures[0]
     finally:
         stop.set()
-        reader.join()
-        writer.join()
+        for thread in (reader, writer):
+            if thread.ident is not None:  # started
+                thread.join()
 
 
 def _read(batches: Iterable, prepare: Callable, ready: queue.Queue, stop: threading.Event,
