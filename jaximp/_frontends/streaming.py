@@ -63,23 +63,36 @@ class _Failed:
 
 def scan(dataset: Any, columns: list[str], batch_rows: int) -> Iterator:
     """``dataset``'s record batches of the ``columns`` in order, at most ``batch_rows`` rows each,
-    read one file, and in a Parquet file one row group, at a time, each with pyarrow's read-ahead
-    set small (one batch, one file) and Parquet read through a buffered stream.
+    read one file at a time: a Parquet file one row group at a time, with pyarrow's read-ahead set
+    small (one batch, one file) and through a buffered stream; a CSV file block by block
+    (``pyarrow.csv.open_csv``, the dataset's column types).
 
     A whole dataset's scan reads ahead on its own while its consumer is slow (its defaults, 16
     batches and 4 files, and more that ``batch_readahead`` does not bound: hundreds of megabytes
-    for a file of a few million rows); the scan of one row group holds only its own batches."""
+    for a file of a few million rows); the scan of one Parquet row group holds only its own
+    batches, and a CSV file's streaming reader a few blocks."""
     import pyarrow.dataset as ds
 
-    parquet = isinstance(dataset.format, ds.ParquetFileFormat)
+    if not isinstance(dataset.format, ds.ParquetFileFormat):
+        yield from _csv_batches(dataset, columns)
+        return
     options = dict(schema=dataset.schema, columns=columns, batch_size=batch_rows, batch_readahead=1,
-                   fragment_readahead=1)
-    if parquet:
-        options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(use_buffered_stream=True,
-                                                                         buffer_size=1 << 20, pre_buffer=False)
+                   fragment_readahead=1, fragment_scan_options=ds.ParquetFragmentScanOptions(
+                       use_buffered_stream=True, buffer_size=1 << 20, pre_buffer=False))
     for fragment in dataset.get_fragments():
-        for part in fragment.split_by_row_group() if parquet else (fragment,):
-            yield from part.to_batches(**options)
+        for row_group in fragment.split_by_row_group():
+            yield from row_group.to_batches(**options)
+
+
+def _csv_batches(dataset: Any, columns: list[str]) -> Iterator:
+    """The record batches of a CSV dataset's files in order, each file read block by block with
+    the dataset's types for the ``columns`` (a value that does not parse is an error)."""
+    import pyarrow.csv as pc
+
+    types = {name: dataset.schema.field(name).type for name in columns}
+    for path in dataset.files:
+        with pc.open_csv(path, convert_options=pc.ConvertOptions(include_columns=columns, column_types=types)) as rows:
+            yield from rows
 
 
 def rechunked(batches: Iterable, rows: int) -> Iterator:
