@@ -100,6 +100,43 @@ def test_rows_alive_in_explain_files_are_bounded(monkeypatch, tmp_path):
     np.testing.assert_allclose(mean_abs, jaximp.shap_importance(ens, rows), rtol=1e-5, atol=1e-7)
 
 
+def test_csv_files_stream_in_order(monkeypatch, tmp_path):
+    """Several CSV files, each of several blocks, read block by block: every row in the files'
+    order, as in memory."""
+    import pyarrow.csv as pc
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3)).astype(np.float32)
+    ens = jaximp.from_sklearn(DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, X[:, 0] * X[:, 2]))
+    frames = [pd.DataFrame(rng.normal(size=(n, 3)), columns=["a", "b", "c"]) for n in (700, 1, 450)]
+    for i, frame in enumerate(frames):
+        frame.to_csv(tmp_path / f"part-{i}.csv", index=False)
+    out = tmp_path / "shap.parquet"
+    blocks = []
+
+    def small_blocks(dataset, columns, batch_rows):  # blocks of about 100 rows: several per file
+        for path in dataset.files:
+            options = dict(read_options=pc.ReadOptions(block_size=4096),
+                           convert_options=pc.ConvertOptions(include_columns=columns))
+            with pc.open_csv(path, **options) as reader:
+                for batch in reader:
+                    blocks.append(batch.num_rows)
+                    yield batch
+
+    with monkeypatch.context() as patch:
+        patch.setattr(files, "scan", small_blocks)
+        jaximp.explain_files(ens, str(tmp_path / "part-*.csv"), out=out, batch_rows=64, progress=False)
+    assert len(blocks) > 6
+    rows = pd.concat([pd.read_csv(tmp_path / f"part-{i}.csv") for i in range(3)], ignore_index=True)
+    written = pq.read_table(out).to_pandas()
+    np.testing.assert_array_equal(written.filter(like="shap_").to_numpy(), jaximp.shap_values(ens, rows))
+    np.testing.assert_array_equal(written["prediction"].to_numpy(), jaximp.predict(ens, rows))
+    out.unlink()
+    jaximp.explain_files(ens, str(tmp_path / "part-*.csv"), out=out, batch_rows=64, progress=False)  # pyarrow's blocks
+    np.testing.assert_array_equal(pq.read_table(out).to_pandas().filter(like="shap_").to_numpy(),
+                                  jaximp.shap_values(ens, rows))
+
+
 def test_every_batch_has_one_shape(monkeypatch, tmp_path):
     """Row groups cut and joined to ``batch_rows``, the short last batch padded: the kernels see one
     shape (compiled once), and the output still holds exactly the rows of the files."""

@@ -2,14 +2,14 @@
 with a fixed number of batches alive however many rows the files hold.
 
 :func:`run_pipeline` runs three stages at once. A reader thread pulls record batches from
-``pyarrow.dataset`` (:func:`scan`: one row group at a time, read-ahead of one batch), cuts or
+the files (:func:`scan`: one Parquet row group or CSV block at a time), cuts or
 joins them into batches of exactly ``batch_rows`` rows (:func:`rechunked`; the last one
 shorter) and prepares each one (to the model's features); the calling thread computes (the JAX
 kernels); a writer thread consumes the results (running sums, the Parquet file). Between
 stages, queues of :data:`DEPTH` batches give back-pressure: a slow writer stops the computing,
 which stops the reading. At most :data:`MAX_BATCHES_ALIVE` batches exist at once between being
-read and being written (one in each stage and :data:`DEPTH` in each queue), besides pyarrow's
-read-ahead of one batch.
+read and being written (one in each stage and :data:`DEPTH` in each queue), besides what pyarrow
+reads ahead (a batch of a Parquet row group, a few blocks of a CSV file).
 
 An exception in any stage (a file that does not parse, a kernel failing, a ``KeyboardInterrupt``
 in the calling thread, a full disk) stops all three: the calling thread raises it, once both
