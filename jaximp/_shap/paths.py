@@ -77,12 +77,75 @@ _NULL_LEAF = dict(nodes=0, right=False, slot=0, player=False, feature=0, z=1.0, 
 _SLOT_FIELDS = ("player", "feature", "z")  # the fields along the slots; the others along the entries
 
 
-def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """The integer structure of a model's trees, computed on the host (:func:`host_structure`) so
+    that the programs building a plan take it as arrays instead of compiling its gathers (a
+    pytree).
+
+    Attributes:
+        nodes: ``i32[T, L, D]`` as ``jaximp._models.trees.leaf_paths``.
+        right: ``bool[T, L, D]`` as ``leaf_paths``.
+        mask: ``bool[T, L, D]`` as ``leaf_paths``.
+        node_parent: ``i32[T, M]`` as ``jaximp._models.trees.parents``.
+        node_side: ``i32[T, M]`` as ``parents``.
+        leaf_parent: ``i32[T, L]`` as ``parents``.
+        leaf_side: ``i32[T, L]`` as ``parents``.
+    """
+
+    nodes: Array
+    right: Array
+    mask: Array
+    node_parent: Array
+    node_side: Array
+    leaf_parent: Array
+    leaf_side: Array
+
+
+def host_structure(ens: TreeEnsemble) -> Structure | None:
+    """The :class:`Structure` of ``ens`` in NumPy, equal to ``leaf_paths`` and ``parents``; None
+    when the model's structure is traced (under ``jax.jit`` / ``jax.grad`` of the model)."""
+    if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_players)):
+        return None
+    t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
+    children = np.asarray(ens.node_children, np.int32).reshape(t, 2 * m)
+    rows = np.broadcast_to(np.arange(t)[:, None], children.shape)
+    node = np.broadcast_to(np.repeat(np.arange(m, dtype=np.int32), 2), children.shape)
+    side = np.broadcast_to(np.tile(np.arange(2, dtype=np.int32), m), children.shape)
+
+    def above(size: int, keep: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        parent, sides = np.full((t, size), -1, np.int32), np.zeros((t, size), np.int32)
+        parent[rows[keep], at[keep]], sides[rows[keep], at[keep]] = node[keep], side[keep]
+        return parent, sides
+
+    node_parent, node_side = above(m, (children >= 0) & (children < m), children)
+    leaf_parent, leaf_side = above(l, (children < 0) & (~children < l), ~children)  # out of range: dropped
+    nodes, right = [leaf_parent], [leaf_side]
+    for _ in range(depth - 1):
+        up = np.maximum(nodes[-1], 0)
+        nodes.append(np.where(nodes[-1] >= 0, np.take_along_axis(node_parent, up, axis=1), -1))
+        right.append(np.take_along_axis(node_side, up, axis=1))
+    nodes = np.stack(nodes, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
+    right = np.stack(right, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
+    mask = nodes >= 0
+    return Structure(np.maximum(nodes, 0).astype(np.int32), (right == 1) & mask, mask, node_parent, node_side,
+                     leaf_parent, leaf_side)
+
+
+def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | None = None) -> Paths:
     """The :class:`Paths` of ``ens`` with covers from ``leaf_weights f32[T, L]``; a node of zero
-    cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf)."""
-    nodes, right, mask = leaf_paths(ens)
+    cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf). ``structure``:
+    the trees' :class:`Structure` (None: computed here)."""
+    if structure is None:
+        nodes, right, mask = leaf_paths(ens)
+        cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
+    else:  # subtree_sums' covers from the given paths
+        nodes, right, mask = structure.nodes, structure.right, structure.mask
+        flat = (nodes + ens.n_nodes * jnp.arange(ens.n_trees, dtype=jnp.int32)[:, None, None]).reshape(-1)
+        weight = jnp.where(mask, leaf_weights[:, :, None], 0.0)
+        cover = jax.ops.segment_sum(weight.reshape(-1), flat, ens.n_trees * ens.n_nodes).reshape(ens.n_trees, -1)
     t, l, d = nodes.shape
-    cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
     rows = jnp.arange(t)[:, None, None]
     node_cover = cover[rows, nodes]
     child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
@@ -147,10 +210,15 @@ class Edges:
     leaf_bit: Array
 
 
-def tree_edges(ens: TreeEnsemble, paths: Paths) -> Edges:
-    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths``."""
+def tree_edges(ens: TreeEnsemble, paths: Paths, structure: Structure | None = None) -> Edges:
+    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths`` (``structure``:
+    as :func:`tree_paths`)."""
     t, m = ens.n_trees, ens.n_nodes
-    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    if structure is None:
+        node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    else:
+        node_parent, node_side = structure.node_parent, structure.node_side
+        leaf_parent, leaf_side = structure.leaf_parent, structure.leaf_side
     rows = jnp.arange(t)[:, None, None]
     at = jnp.where(paths.mask, paths.nodes, m)  # padded entries dropped
     node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
@@ -224,12 +292,15 @@ def path_players(ens: TreeEnsemble) -> np.ndarray | None:
     """``i32[T, L]`` the players on each leaf's path, the slots it takes (0 for padded leaves and
     leaves without splits), or None when the model's structure is traced (under ``jax.jit`` /
     ``jax.grad`` of the model: then one bucket of D slots)."""
-    if isinstance(ens.node_children, jax.core.Tracer) or isinstance(ens.roots, jax.core.Tracer):
+    structure = host_structure(ens)  # on the host: no program compiled
+    if structure is None:
         return None
-    with jax.ensure_compile_time_eval():  # a concrete model inside an outer jax.jit
-        nodes, _, mask = leaf_paths(ens)
-        feature = jnp.where(mask, ens.node_players[jnp.arange(ens.n_trees)[:, None, None], nodes], -1)
-        return np.asarray(jnp.sum(_players(feature, mask)[2], axis=-1), np.int32)
+    nodes, mask = structure.nodes, structure.mask
+    feature = np.where(mask, np.asarray(ens.node_players)[np.arange(ens.n_trees)[:, None, None], nodes], -1)
+    d = feature.shape[-1]
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # as _players
+    leads = mask & (np.argmax(same, axis=-1) == np.arange(d)) if d else mask
+    return np.sum(leads, axis=-1).astype(np.int32)
 
 
 def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
