@@ -92,6 +92,12 @@ class Structure:
         node_side: ``i32[T, M]`` as ``parents``.
         leaf_parent: ``i32[T, L]`` as ``parents``.
         leaf_side: ``i32[T, L]`` as ``parents``.
+        order: ``i32[T, L, D]`` the entries of ``nodes`` (listed from the leaf up) in root-first
+            order (:func:`_root_first`).
+        paths: the integer fields of the model's :class:`Paths` (``z`` and ``ratio`` are None).
+        feature: ``i32[T, L, D]`` the player of each root-first entry (-1 past the leaf).
+        holds: ``bool[T, L, entries, slots]`` root-first entry ``e`` is the first to read the
+            player of slot ``s`` (:func:`tree_paths`).
     """
 
     nodes: Array
@@ -101,11 +107,16 @@ class Structure:
     node_side: Array
     leaf_parent: Array
     leaf_side: Array
+    order: Array
+    paths: Paths
+    feature: Array
+    holds: Array
 
 
 def host_structure(ens: TreeEnsemble) -> Structure | None:
-    """The :class:`Structure` of ``ens`` in NumPy, equal to ``leaf_paths`` and ``parents``; None
-    when the model's structure is traced (under ``jax.jit`` / ``jax.grad`` of the model)."""
+    """The :class:`Structure` of ``ens`` in NumPy, equal to what ``leaf_paths``, ``parents`` and
+    :func:`tree_paths` compute in JAX; None when the model's structure is traced (under
+    ``jax.jit`` / ``jax.grad`` of the model)."""
     if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_players)):
         return None
     t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
@@ -129,8 +140,26 @@ def host_structure(ens: TreeEnsemble) -> Structure | None:
     nodes = np.stack(nodes, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
     right = np.stack(right, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
     mask = nodes >= 0
-    return Structure(np.maximum(nodes, 0).astype(np.int32), (right == 1) & mask, mask, node_parent, node_side,
-                     leaf_parent, leaf_side)
+    nodes, right = np.maximum(nodes, 0).astype(np.int32), (right == 1) & mask
+    # tree_paths' integer fields, the same operations in NumPy
+    length = np.sum(mask, axis=-1, keepdims=True)
+    order = np.clip(length - 1 - np.arange(depth), 0, max(depth - 1, 0)).astype(np.int32)
+    real = np.arange(depth) < length
+    feature = np.where(mask, np.asarray(ens.node_players)[np.arange(t)[:, None, None], nodes], -1)
+    path_nodes, path_right, path_mask, feature = (np.take_along_axis(a, order, axis=-1)
+                                                  for a in (nodes, right, mask, feature))
+    path_right, path_mask = path_right & real, path_mask & real
+    feature = entry = np.where(path_mask, feature, -1)
+    same = (feature[..., :, None] == feature[..., None, :]) & path_mask[..., :, None]
+    first = np.argmax(same, axis=-1).astype(np.int32) if depth else np.zeros((t, l, 0), np.int32)
+    leads = path_mask & (first == np.arange(depth))
+    rank = np.cumsum(leads, axis=-1, dtype=np.int32) - 1
+    slot = np.where(path_mask, np.take_along_axis(rank, first, axis=-1), 0).astype(np.int32)
+    holds = leads[..., :, None] & (rank[..., :, None] == np.arange(depth))
+    player = np.any(holds, axis=-2)
+    feature = np.sum(np.where(holds, feature[..., :, None], 0), axis=-2).astype(np.int32)
+    paths = Paths(path_nodes, path_right, slot, player, feature, None, None, path_mask)
+    return Structure(nodes, right, mask, node_parent, node_side, leaf_parent, leaf_side, order, paths, entry, holds)
 
 
 def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | None = None) -> Paths:
@@ -150,6 +179,13 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | No
     node_cover = cover[rows, nodes]
     child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
     ratio = jnp.where(mask, safe_div(child_cover, node_cover, 0.5), 1.0)
+    if structure is not None:  # the integer fields from the host, the same floats as below
+        paths = structure.paths
+        ratio = jnp.where(paths.mask, jnp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
+        same = _players(structure.feature, paths.mask)[0]
+        z = jnp.prod(jnp.where(same & paths.mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
+        z = jnp.where(paths.player, jnp.sum(jnp.where(structure.holds, z[..., :, None], 0.0), axis=-2), 1.0)
+        return dataclasses.replace(paths, z=z.astype(ratio.dtype), ratio=ratio)
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
     ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
@@ -293,14 +329,7 @@ def path_players(ens: TreeEnsemble) -> np.ndarray | None:
     leaves without splits), or None when the model's structure is traced (under ``jax.jit`` /
     ``jax.grad`` of the model: then one bucket of D slots)."""
     structure = host_structure(ens)  # on the host: no program compiled
-    if structure is None:
-        return None
-    nodes, mask = structure.nodes, structure.mask
-    feature = np.where(mask, np.asarray(ens.node_players)[np.arange(ens.n_trees)[:, None, None], nodes], -1)
-    d = feature.shape[-1]
-    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # as _players
-    leads = mask & (np.argmax(same, axis=-1) == np.arange(d)) if d else mask
-    return np.sum(leads, axis=-1).astype(np.int32)
+    return None if structure is None else np.sum(structure.paths.player, axis=-1).astype(np.int32)
 
 
 def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
