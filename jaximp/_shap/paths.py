@@ -96,8 +96,8 @@ class Structure:
             order (:func:`_root_first`).
         paths: the integer fields of the model's :class:`Paths` (``z`` and ``ratio`` are None).
         feature: ``i32[T, L, D]`` the player of each root-first entry (-1 past the leaf).
-        holds: ``bool[T, L, entries, slots]`` root-first entry ``e`` is the first to read the
-            player of slot ``s`` (:func:`tree_paths`).
+        lead: ``i32[T, L, slots]`` the root-first entry that first reads each slot's player (0
+            for null slots).
     """
 
     nodes: Array
@@ -110,7 +110,7 @@ class Structure:
     order: Array
     paths: Paths
     feature: Array
-    holds: Array
+    lead: Array
 
 
 def host_structure(ens: TreeEnsemble) -> Structure | None:
@@ -155,11 +155,14 @@ def host_structure(ens: TreeEnsemble) -> Structure | None:
     leads = path_mask & (first == np.arange(depth))
     rank = np.cumsum(leads, axis=-1, dtype=np.int32) - 1
     slot = np.where(path_mask, np.take_along_axis(rank, first, axis=-1), 0).astype(np.int32)
-    holds = leads[..., :, None] & (rank[..., :, None] == np.arange(depth))
-    player = np.any(holds, axis=-2)
-    feature = np.sum(np.where(holds, feature[..., :, None], 0), axis=-2).astype(np.int32)
+    player = np.arange(depth) < np.sum(leads, axis=-1, keepdims=True)  # slots 0 to players - 1
+    lead = np.zeros((t, l, depth + 1), np.int32)  # the entries that lead no slot go to the last column
+    entries = np.broadcast_to(np.arange(depth, dtype=np.int32), leads.shape)
+    np.put_along_axis(lead, np.where(leads, rank, depth), entries, axis=-1)
+    lead = np.where(player, lead[..., :depth], 0)
+    feature = np.where(player, np.take_along_axis(entry, lead, axis=-1), 0).astype(np.int32)
     paths = Paths(path_nodes, path_right, slot, player, feature, None, None, path_mask)
-    return Structure(nodes, right, mask, node_parent, node_side, leaf_parent, leaf_side, order, paths, entry, holds)
+    return Structure(nodes, right, mask, node_parent, node_side, leaf_parent, leaf_side, order, paths, entry, lead)
 
 
 def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | None = None) -> Paths:
@@ -184,7 +187,7 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | No
         ratio = jnp.where(paths.mask, jnp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
         same = _players(structure.feature, paths.mask)[0]
         z = jnp.prod(jnp.where(same & paths.mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
-        z = jnp.where(paths.player, jnp.sum(jnp.where(structure.holds, z[..., :, None], 0.0), axis=-2), 1.0)
+        z = jnp.where(paths.player, jnp.take_along_axis(z, structure.lead, axis=-1), 1.0)  # the sum below
         return dataclasses.replace(paths, z=z.astype(ratio.dtype), ratio=ratio)
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
@@ -324,11 +327,11 @@ class Bucket:
 Layout = tuple[Bucket, ...]
 
 
-def path_players(ens: TreeEnsemble) -> np.ndarray | None:
+def path_players(ens: TreeEnsemble, structure: Structure | None = None) -> np.ndarray | None:
     """``i32[T, L]`` the players on each leaf's path, the slots it takes (0 for padded leaves and
     leaves without splits), or None when the model's structure is traced (under ``jax.jit`` /
-    ``jax.grad`` of the model: then one bucket of D slots)."""
-    structure = host_structure(ens)  # on the host: no program compiled
+    ``jax.grad`` of the model: then one bucket of D slots); from its :class:`Structure` when given."""
+    structure = host_structure(ens) if structure is None else structure  # on the host: no program compiled
     return None if structure is None else np.sum(structure.paths.player, axis=-1).astype(np.int32)
 
 

@@ -153,11 +153,11 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
     return d * k + (3 if tables else 6) * d
 
 
-def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
-            n_rows: int | None = None) -> tuple[Layout, np.ndarray | None]:
+def _layout(ens: TreeEnsemble, name: str, n_background: int = 0, n_rows: int | None = None,
+            structure: Structure | None = None) -> tuple[Layout, np.ndarray | None]:
     """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
     traced); tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
-    players = path_players(ens)
+    players = path_players(ens, structure)
     table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
                    "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
     rows = max(n_rows or 256, 1)
@@ -297,14 +297,15 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
     ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their platform sizes the steps),
     with the tables of the path-dependent kinds built (``n_rows``: :func:`rows_hint`)."""
-    layout, players = _layout(ens, name, n_background, n_rows)
+    structure = host_structure(ens)  # once: the layout and the plan read it
+    layout, players = _layout(ens, name, n_background, n_rows, structure)
     kind = Kind(name, layout)
     step = _step(ens, kind, _platform(devices, x, fn_name))
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     model = covered(ens, weights) if name != "interventional" else ens
     table = "" if name == "interventional" else name
-    arrays = _plan(model, weights, leaves, host_structure(ens), trees=step.trees, layout=layout, table=table)
+    arrays = _plan(model, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
     return ShapPlan(kind, arrays, step.rows)
 
 
