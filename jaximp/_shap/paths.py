@@ -77,16 +77,118 @@ _NULL_LEAF = dict(nodes=0, right=False, slot=0, player=False, feature=0, z=1.0, 
 _SLOT_FIELDS = ("player", "feature", "z")  # the fields along the slots; the others along the entries
 
 
-def tree_paths(ens: TreeEnsemble, leaf_weights: Array) -> Paths:
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Structure:
+    """The integer structure of a model's trees, computed on the host (:func:`host_structure`) so
+    that the programs building a plan take it as arrays instead of compiling its gathers (a
+    pytree).
+
+    Attributes:
+        nodes: ``i32[T, L, D]`` as ``jaximp._models.trees.leaf_paths``.
+        right: ``bool[T, L, D]`` as ``leaf_paths``.
+        mask: ``bool[T, L, D]`` as ``leaf_paths``.
+        node_parent: ``i32[T, M]`` as ``jaximp._models.trees.parents``.
+        node_side: ``i32[T, M]`` as ``parents``.
+        leaf_parent: ``i32[T, L]`` as ``parents``.
+        leaf_side: ``i32[T, L]`` as ``parents``.
+        order: ``i32[T, L, D]`` the entries of ``nodes`` (listed from the leaf up) in root-first
+            order (:func:`_root_first`).
+        paths: the integer fields of the model's :class:`Paths` (``z`` and ``ratio`` are None).
+        feature: ``i32[T, L, D]`` the player of each root-first entry (-1 past the leaf).
+        lead: ``i32[T, L, slots]`` the root-first entry that first reads each slot's player (0
+            for null slots).
+    """
+
+    nodes: Array
+    right: Array
+    mask: Array
+    node_parent: Array
+    node_side: Array
+    leaf_parent: Array
+    leaf_side: Array
+    order: Array
+    paths: Paths
+    feature: Array
+    lead: Array
+
+
+def host_structure(ens: TreeEnsemble) -> Structure | None:
+    """The :class:`Structure` of ``ens`` in NumPy, equal to what ``leaf_paths``, ``parents`` and
+    :func:`tree_paths` compute in JAX; None when the model's structure is traced (under
+    ``jax.jit`` / ``jax.grad`` of the model)."""
+    if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_players)):
+        return None
+    t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
+    children = np.asarray(ens.node_children, np.int32).reshape(t, 2 * m)
+    rows = np.broadcast_to(np.arange(t)[:, None], children.shape)
+    node = np.broadcast_to(np.repeat(np.arange(m, dtype=np.int32), 2), children.shape)
+    side = np.broadcast_to(np.tile(np.arange(2, dtype=np.int32), m), children.shape)
+
+    def above(size: int, keep: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        parent, sides = np.full((t, size), -1, np.int32), np.zeros((t, size), np.int32)
+        parent[rows[keep], at[keep]], sides[rows[keep], at[keep]] = node[keep], side[keep]
+        return parent, sides
+
+    node_parent, node_side = above(m, (children >= 0) & (children < m), children)
+    leaf_parent, leaf_side = above(l, (children < 0) & (~children < l), ~children)  # out of range: dropped
+    nodes, right = [leaf_parent], [leaf_side]
+    for _ in range(depth - 1):
+        up = np.maximum(nodes[-1], 0)
+        nodes.append(np.where(nodes[-1] >= 0, np.take_along_axis(node_parent, up, axis=1), -1))
+        right.append(np.take_along_axis(node_side, up, axis=1))
+    nodes = np.stack(nodes, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
+    right = np.stack(right, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
+    mask = nodes >= 0
+    nodes, right = np.maximum(nodes, 0).astype(np.int32), (right == 1) & mask
+    # tree_paths' integer fields, the same operations in NumPy
+    length = np.sum(mask, axis=-1, keepdims=True)
+    order = np.clip(length - 1 - np.arange(depth), 0, max(depth - 1, 0)).astype(np.int32)
+    real = np.arange(depth) < length
+    feature = np.where(mask, np.asarray(ens.node_players)[np.arange(t)[:, None, None], nodes], -1)
+    path_nodes, path_right, path_mask, feature = (np.take_along_axis(a, order, axis=-1)
+                                                  for a in (nodes, right, mask, feature))
+    path_right, path_mask = path_right & real, path_mask & real
+    feature = entry = np.where(path_mask, feature, -1)
+    same = (feature[..., :, None] == feature[..., None, :]) & path_mask[..., :, None]
+    first = np.argmax(same, axis=-1).astype(np.int32) if depth else np.zeros((t, l, 0), np.int32)
+    leads = path_mask & (first == np.arange(depth))
+    rank = np.cumsum(leads, axis=-1, dtype=np.int32) - 1
+    slot = np.where(path_mask, np.take_along_axis(rank, first, axis=-1), 0).astype(np.int32)
+    player = np.arange(depth) < np.sum(leads, axis=-1, keepdims=True)  # slots 0 to players - 1
+    lead = np.zeros((t, l, depth + 1), np.int32)  # the entries that lead no slot go to the last column
+    entries = np.broadcast_to(np.arange(depth, dtype=np.int32), leads.shape)
+    np.put_along_axis(lead, np.where(leads, rank, depth), entries, axis=-1)
+    lead = np.where(player, lead[..., :depth], 0)
+    feature = np.where(player, np.take_along_axis(entry, lead, axis=-1), 0).astype(np.int32)
+    paths = Paths(path_nodes, path_right, slot, player, feature, None, None, path_mask)
+    return Structure(nodes, right, mask, node_parent, node_side, leaf_parent, leaf_side, order, paths, entry, lead)
+
+
+def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | None = None) -> Paths:
     """The :class:`Paths` of ``ens`` with covers from ``leaf_weights f32[T, L]``; a node of zero
-    cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf)."""
-    nodes, right, mask = leaf_paths(ens)
+    cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf). ``structure``:
+    the trees' :class:`Structure` (None: computed here)."""
+    if structure is None:
+        nodes, right, mask = leaf_paths(ens)
+        cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
+    else:  # subtree_sums' covers from the given paths
+        nodes, right, mask = structure.nodes, structure.right, structure.mask
+        flat = (nodes + ens.n_nodes * jnp.arange(ens.n_trees, dtype=jnp.int32)[:, None, None]).reshape(-1)
+        weight = jnp.where(mask, leaf_weights[:, :, None], 0.0)
+        cover = jax.ops.segment_sum(weight.reshape(-1), flat, ens.n_trees * ens.n_nodes).reshape(ens.n_trees, -1)
     t, l, d = nodes.shape
-    cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
     rows = jnp.arange(t)[:, None, None]
     node_cover = cover[rows, nodes]
     child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
     ratio = jnp.where(mask, safe_div(child_cover, node_cover, 0.5), 1.0)
+    if structure is not None:  # the integer fields from the host, the same floats as below
+        paths = structure.paths
+        ratio = jnp.where(paths.mask, jnp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
+        same = _players(structure.feature, paths.mask)[0]
+        z = jnp.prod(jnp.where(same & paths.mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
+        z = jnp.where(paths.player, jnp.take_along_axis(z, structure.lead, axis=-1), 1.0)  # the sum below
+        return dataclasses.replace(paths, z=z.astype(ratio.dtype), ratio=ratio)
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
     ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
@@ -147,10 +249,15 @@ class Edges:
     leaf_bit: Array
 
 
-def tree_edges(ens: TreeEnsemble, paths: Paths) -> Edges:
-    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths``."""
+def tree_edges(ens: TreeEnsemble, paths: Paths, structure: Structure | None = None) -> Edges:
+    """The :class:`Edges` of ``ens``, with each node's slot read from ``paths`` (``structure``:
+    as :func:`tree_paths`)."""
     t, m = ens.n_trees, ens.n_nodes
-    node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    if structure is None:
+        node_parent, node_side, leaf_parent, leaf_side = parents(ens)
+    else:
+        node_parent, node_side = structure.node_parent, structure.node_side
+        leaf_parent, leaf_side = structure.leaf_parent, structure.leaf_side
     rows = jnp.arange(t)[:, None, None]
     at = jnp.where(paths.mask, paths.nodes, m)  # padded entries dropped
     node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
@@ -220,16 +327,12 @@ class Bucket:
 Layout = tuple[Bucket, ...]
 
 
-def path_players(ens: TreeEnsemble) -> np.ndarray | None:
+def path_players(ens: TreeEnsemble, structure: Structure | None = None) -> np.ndarray | None:
     """``i32[T, L]`` the players on each leaf's path, the slots it takes (0 for padded leaves and
     leaves without splits), or None when the model's structure is traced (under ``jax.jit`` /
-    ``jax.grad`` of the model: then one bucket of D slots)."""
-    if isinstance(ens.node_children, jax.core.Tracer) or isinstance(ens.roots, jax.core.Tracer):
-        return None
-    with jax.ensure_compile_time_eval():  # a concrete model inside an outer jax.jit
-        nodes, _, mask = leaf_paths(ens)
-        feature = jnp.where(mask, ens.node_players[jnp.arange(ens.n_trees)[:, None, None], nodes], -1)
-        return np.asarray(jnp.sum(_players(feature, mask)[2], axis=-1), np.int32)
+    ``jax.grad`` of the model: then one bucket of D slots); from its :class:`Structure` when given."""
+    structure = host_structure(ens) if structure is None else structure  # on the host: no program compiled
+    return None if structure is None else np.sum(structure.paths.player, axis=-1).astype(np.int32)
 
 
 def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,

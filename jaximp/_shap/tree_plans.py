@@ -37,10 +37,12 @@ from jaximp._shap.games import Part, interaction_path_table, interventional_tabl
 from jaximp._shap.paths import (
     Edges,
     Layout,
+    Structure,
     bucket,
     bucket_leaves,
     chunk_sizes,
     flat_leaves,
+    host_structure,
     interventional_costs,
     path_costs,
     path_players,
@@ -151,11 +153,11 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
     return d * k + (3 if tables else 6) * d
 
 
-def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
-            n_rows: int | None = None) -> tuple[Layout, np.ndarray | None]:
+def _layout(ens: TreeEnsemble, name: str, n_background: int = 0, n_rows: int | None = None,
+            structure: Structure | None = None) -> tuple[Layout, np.ndarray | None]:
     """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
     traced); tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
-    players = path_players(ens)
+    players = path_players(ens, structure)
     table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
                    "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
     rows = max(n_rows or 256, 1)
@@ -241,6 +243,7 @@ def _pad_trees(tree: Any, chunk: int) -> Any:
     return jax.tree_util.tree_map(lambda a: row_blocks(a, chunk).reshape((-1,) + a.shape[1:]), tree)
 
 
+@jax.jit
 def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     """``ens`` with ``leaf_weights = weights f32[T, L]`` and the values of the leaves of
     negligible weight set to 0.
@@ -259,14 +262,14 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
 
 
 @functools.partial(jax.jit, static_argnames=("trees", "layout", "table"))
-def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], *, trees: int, layout: Layout,
-          table: str = "") -> Plan:
+def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], structure: Structure | None, *, trees: int,
+          layout: Layout, table: str = "") -> Plan:
     """The plan of ``ens`` with covers from ``weights f32[T, L]``, ``trees`` per chunk of trees
     and each bucket's ``leaves i32[n_chunks, leaves]`` (``jaximp._shap.paths.bucket_leaves``);
     ``table``: "path" or "pairs" builds those tables in the buckets that use tables ("": none
-    yet)."""
-    paths = tree_paths(ens, weights)
-    edges = tree_edges(ens, paths)
+    yet); ``structure``: the trees' :class:`jaximp._shap.paths.Structure` (None when traced)."""
+    paths = tree_paths(ens, weights, structure)
+    edges = tree_edges(ens, paths, structure)
     paths = flat_leaves(_pad_trees(paths, trees), ens.n_nodes)  # [T L + 1, D]
     values = _pad_trees(ens.scale * ens.leaf_values, trees)
     values = jnp.concatenate([values.reshape(-1, values.shape[-1]), jnp.zeros_like(values[0, :1])])  # the null leaf's
@@ -294,14 +297,16 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
     ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their platform sizes the steps),
     with the tables of the path-dependent kinds built (``n_rows``: :func:`rows_hint`)."""
-    layout, players = _layout(ens, name, n_background, n_rows)
+    structure = host_structure(ens)  # once: the layout and the plan read it
+    layout, players = _layout(ens, name, n_background, n_rows, structure)
     kind = Kind(name, layout)
     step = _step(ens, kind, _platform(devices, x, fn_name))
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     model = covered(ens, weights) if name != "interventional" else ens
     table = "" if name == "interventional" else name
-    return ShapPlan(kind, _plan(model, weights, leaves, trees=step.trees, layout=layout, table=table), step.rows)
+    arrays = _plan(model, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
+    return ShapPlan(kind, arrays, step.rows)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""The first call compiles few programs, and a call of another number of rows compiles none.
+
+A first ``shap_values`` or ``predict`` call pays for every XLA program it compiles (most of its
+time on CPU), so the number of programs is bounded here, counted without timing: in a fresh
+process (no compiled program of another test hides one), by JAX's monitoring event of each
+backend compilation. The bounds are what the library compiles today plus a little headroom; a
+change that adds programs to a first call has to raise them on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+# The most programs a first call may compile, per model type and function.
+MOST = {"shap_values": {"xgboost": 4, "lightgbm": 4, "catboost": 4},
+        "predict": {"xgboost": 2, "lightgbm": 2, "catboost": 2}}
+
+_CHILD = r"""
+import json, sys
+import jax
+import numpy as np
+
+compiled = [0]
+
+
+def count(event, duration, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+        compiled[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(count)
+import models  # noqa: E402
+import jaximp  # noqa: E402
+
+ensembles = {
+    "xgboost": models.xgboost_model("squarederror").ens,
+    "lightgbm": models.lightgbm_model("regression").ens,
+    "catboost": jaximp.from_catboost(models.train("regression")[0]),
+}
+rows = np.random.default_rng(0).normal(size=(1000, 6)).astype(np.float32)
+out = {}
+for name, ens in ensembles.items():
+    for fn in ("shap_values", "predict"):
+        calls = []
+        for n in (1000, 700):  # the first call, then one of another number of rows
+            before = compiled[0]
+            np.asarray(getattr(jaximp, fn)(ens, rows[:n]))
+            calls.append(compiled[0] - before)
+        out[f"{fn}/{name}"] = calls
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict:
+    """``{"function/model": [programs compiled by a first call of 1000 rows, then by a call of
+    700]}``, counted in a fresh process."""
+    path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path, JAX_ENABLE_COMPILATION_CACHE="false")
+    run = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("fn", sorted(MOST))
+@pytest.mark.parametrize("model", ["xgboost", "lightgbm", "catboost"])
+def test_first_call_compiles_few_programs(compiled, fn, model):
+    first, _ = compiled[f"{fn}/{model}"]
+    assert 1 <= first <= MOST[fn][model], (fn, model, compiled)
+
+
+@pytest.mark.parametrize("fn", sorted(MOST))
+@pytest.mark.parametrize("model", ["xgboost", "lightgbm", "catboost"])
+def test_other_number_of_rows_compiles_nothing(compiled, fn, model):
+    _, second = compiled[f"{fn}/{model}"]
+    assert second == 0, (fn, model, compiled)
