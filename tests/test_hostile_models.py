@@ -70,12 +70,13 @@ def refused(ens, changes, error_type=(TypeError, ValueError)):
     return error
 
 
-def reached(ens):
-    """``(nodes, leaves)``: per tree, the internal nodes and leaves its root reaches (a walk)."""
+def reached(ens, starts=None):
+    """``(nodes, leaves)``: per tree, the internal nodes and leaves its root (or ``starts[t]``, a
+    child id) reaches (a walk)."""
     roots, children = np.asarray(ens.roots), np.asarray(ens.node_children)
     nodes, leaves = [], []
     for t in range(ens.n_trees):
-        stack, inner, outer = [int(roots[t])], [], []
+        stack, inner, outer = [int(roots[t] if starts is None else starts[t])], [], []
         while stack:
             c = stack.pop()
             if c >= 0:
@@ -203,13 +204,15 @@ def _paths(ens):
 
 
 def _bad_structure(draw, ens):
-    """A reached node's child made a self loop, the root, the padding leaf, or another reached leaf."""
+    """A reached node's child made a self loop, the root, the padding leaf, or another reached leaf
+    (one outside the replaced child's subtree, so that it is still reached: then twice)."""
     nodes, leaves = reached(ens)
     trees = [t for t in range(ens.n_trees) if nodes[t]]
     t = draw(st.sampled_from(trees))
     n, side = draw(st.sampled_from(nodes[t])), draw(st.integers(0, 1))
     children = np.array(ens.node_children)
-    other = [~j for j in leaves[t] if ~j != children[t, n, side]]
+    below = set(reached(ens, starts=[children[t, n, side]] * ens.n_trees)[1][t])  # the replaced subtree's leaves
+    other = [~j for j in leaves[t] if j not in below]
     choices = [n, 0, ~ens.n_leaves] + ([draw(st.sampled_from(other))] if other else [])
     children[t, n, side] = draw(st.sampled_from(choices))
     return {"node_children": _as_given(draw, children)}, ValueError
