@@ -16,9 +16,10 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from command_line import run
 
 import jaximp
-from jaximp._frontends.cli import main, parser
+from jaximp._frontends.cli import parser
 
 NAMES = ["income", "age", "rooms", "floor", "year_built"]
 PNG_MIN_BYTES = 5000  # an empty 100-dpi figure is about 2 kB
@@ -58,15 +59,6 @@ def files(tmp_path_factory):
                            classes=jaximp.from_catboost(multiclass), X=frame[NAMES], y=frame.target.to_numpy())
 
 
-def run(argv, capfd) -> tuple[int, str, str]:
-    """``(exit status, stdout, stderr)`` of ``jaximp ARGV`` in this process (file descriptors
-    captured, so that anything a library prints itself counts too)."""
-    try:
-        status = main([str(a) for a in argv])
-    except SystemExit as e:  # argparse's usage errors and --help
-        status = e.code
-    out, err = capfd.readouterr()
-    return status, out, err
 
 
 def _csv(out_dir, features):

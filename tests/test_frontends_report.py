@@ -12,10 +12,10 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from command_line import run
 from models import CLI_NAMES, SKLEARN, cli_lightgbm, cli_sklearn, cli_xgboost, sklearn_model
 
 import jaximp
-from jaximp._frontends.cli import main
 
 CATBOOST_NAMES = ("PredictionValuesChange", "LossFunctionChange", "Interaction", "prediction_values_change",
                   "loss_function_change")
@@ -30,14 +30,6 @@ class Wrapper:
         self.model = model
 
 
-def run(argv, capfd) -> tuple[int, str, str]:
-    """``(exit status, stdout, stderr)`` of ``jaximp ARGV`` in this process."""
-    try:
-        status = main([str(a) for a in argv])
-    except SystemExit as e:
-        status = e.code
-    out, err = capfd.readouterr()
-    return status, out, err
 
 
 def _explain(capfd, model_path, data_path, out, *extra) -> tuple[pd.DataFrame, str]:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from command_line import run
 from hostile import EXAMPLES, assert_clear_refusal, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -206,13 +207,6 @@ def test_a_file_that_fails_to_parse_part_way_is_one_clear_error(files, tmp_path)
 # jaximp explain -----------------------------------------------------------------------------------------------------
 
 
-def run(argv, capfd) -> tuple[int, str, str]:
-    try:
-        status = main([str(a) for a in argv])
-    except SystemExit as e:
-        status = e.code
-    out, err = capfd.readouterr()
-    return status, out, err
 
 
 @pytest.fixture(scope="module")
