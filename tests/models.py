@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Any
@@ -787,6 +788,16 @@ def xgboost_small(name) -> Fitted:
     else:
         booster = xgb.train(params, xgb.DMatrix(X, y), num_boost_round=3)
     return Fitted(model=booster, ens=jaximp.from_xgboost(booster), X=X[:30], y=y)
+
+
+def with_tree_sizes(text: str) -> str:
+    """``text`` with its header's ``tree_sizes`` written as LightGBM writes them for its trees."""
+    starts = [m.start() for m in re.finditer(r"^Tree=", text, re.M)]
+    end = text.find("end of trees")
+    if not starts or end < 0:
+        return text
+    sizes = " ".join(str(b - a) for a, b in zip(starts, [*starts[1:], end]))
+    return re.sub(r"(?m)^tree_sizes=.*$", lambda _: f"tree_sizes={sizes}", text, count=1)
 
 
 # LightGBM: zeros as missing, float64 thresholds --------------------------------------------------------

@@ -30,6 +30,7 @@ import pytest
 from hostile import EXAMPLES, assert_clear_refusal, bounded, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from models import with_tree_sizes
 from oracles import assert_close
 
 import jaximp
@@ -58,16 +59,6 @@ def texts() -> dict[str, tuple[str, np.ndarray]]:
     rows = fitted.X[["a", "b"]].assign(c=fitted.X["c"].cat.codes.replace(-1, np.nan), d=fitted.X["d"])
     out["categorical"] = (fitted.model.model_to_string(), rows.to_numpy(np.float64)[:30])
     return out
-
-
-def with_tree_sizes(text: str) -> str:
-    """``text`` with its header's ``tree_sizes`` written as LightGBM writes them for its trees."""
-    starts = [m.start() for m in re.finditer(r"^Tree=", text, re.M)]
-    end = text.find("end of trees")
-    if not starts or end < 0:
-        return text
-    sizes = " ".join(str(b - a) for a, b in zip(starts, [*starts[1:], end]))
-    return re.sub(r"(?m)^tree_sizes=.*$", lambda _: f"tree_sizes={sizes}", text, count=1)
 
 
 def jaximp_numbers(ens, rows):
