@@ -28,8 +28,8 @@ import pytest
 import jaximp
 from jaximp import get_feature_importance
 from jaximp._frontends import dropin_cache as _dropin
-from jaximp._frontends.pool_rows import evaluated_from_pool
 from jaximp._rows.inputs import as_features
+from jaximp._rows.pools import pool_rows
 
 N_ROWS, N_REFERENCE = 12, 8
 
@@ -461,14 +461,11 @@ def test_a_categorical_pool_of_non_symmetric_models(name):
 
 def test_probe_bins_decide_every_node_as_the_featurizer():
     fitted = models.catboost_categorical_trees("lossguide_mixed")
-    model, ens = fitted.trained, fitted.ens
+    ens = fitted.ens
     frame, _ = models.explained("multiclass")
-    probed = np.asarray(evaluated_from_pool(model, ens, models.pool(frame)))
+    probed = np.asarray(pool_rows(models.pool(frame), ens, "test", "pool"))
     featurized = np.asarray(as_features(frame, ens, "test"))
     j = np.asarray(ens.node_borders)
     real = np.isfinite(j)
     feature = np.asarray(ens.node_features)[real]
     np.testing.assert_array_equal(probed[:, feature] > j[real], featurized[:, feature] > j[real])
-    other = models.catboost_categorical_trees("depthwise_ctr").trained
-    with pytest.raises(ValueError, match="not the one the ensemble was imported from"):
-        evaluated_from_pool(other, ens, models.pool(frame))
