@@ -422,7 +422,7 @@ def _with_target(run: Run, inputs: Inputs, options: Options, devices: Any, impor
     if len(frame) == options.target_rows and dataset.count_rows() > options.target_rows:
         run.notes.append(f"{names} use the first {len(frame):,} rows of DATA "
                          "(held in memory; --target-rows sets how many).")
-    run.say(f"{names.lower()} ({options.repeats} repeats) on {len(frame)} rows")
+    run.say(f"{names[0].lower()}{names[1:]} ({options.repeats} repeats) on {len(frame)} rows")
     permutation = run.timed("permutation importance", permutation_importance, ens, X, y, scoring=scoring[0],
                             n_repeats=options.repeats, random_state=options.seed, devices=devices,
                             progress=options.progress)
