@@ -104,8 +104,12 @@ class Explainer:
         """
         X, single = one_row(X, self.ens, fn_name)
         x = as_features(X, self.ens, fn_name)
-        return first_row(self._kernels.values(self.ens, self.tables, x, batch_size=batch_size, devices=devices,
-                                              fn_name=fn_name, progress=progress), single)
+        return first_row(self._values(x, batch_size, devices, progress, fn_name), single)
+
+    def _values(self, x: Any, batch_size: int | None, devices: Any, progress: bool, fn_name: str) -> Any:
+        """SHAP values of rows ``x`` checked already (``as_features``) from the explainer's tables."""
+        return self._kernels.values(self.ens, self.tables, x, batch_size=batch_size, devices=devices,
+                                    fn_name=fn_name, progress=progress)
 
     def __call__(self, X: Any, *, batch_size: int | None = None, devices: Any = None, progress: bool = True):
         """A ``shap.Explanation`` of the rows ``X`` (needs the shap package).
@@ -146,8 +150,7 @@ class Explainer:
                               "(pip install shap); Explainer.shap_values works without it") from e
         X, single = one_row(X, self.ens, "Explainer")
         x = as_features(X, self.ens, "Explainer")
-        values = np.asarray(self.shap_values(x, batch_size=batch_size, devices=devices, progress=progress,
-                                             fn_name="Explainer"))  # shap's Explanation and plots read NumPy
+        values = np.asarray(self._values(x, batch_size, devices, progress, "Explainer"))  # what shap's plots read
         expected = np.asarray(self.expected_value)
         data, display = np.asarray(x), None
         featurizer = self.ens.featurizer
