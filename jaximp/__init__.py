@@ -60,6 +60,7 @@ Examples:
 """
 
 from jaximp._frontends.compilation_cache import enable_compilation_cache as enable_compilation_cache
+from jaximp._frontends.compilation_cache import enable_from_environment as _enable_from_environment
 from jaximp._frontends.dropin import get_feature_importance as get_feature_importance
 from jaximp._frontends.files import explain_files as explain_files
 from jaximp._importances.interaction import interaction as interaction
@@ -114,6 +115,9 @@ __all__ = [
     "soft_shap_values",
     "split_importance",
 ]
+
+
+_enable_from_environment()  # JAXIMP_COMPILATION_CACHE=1: the persistent compilation cache, on import
 
 
 def __getattr__(name: str):

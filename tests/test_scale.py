@@ -313,6 +313,23 @@ def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == written  # ... and read back, not recompiled
 
 
+@pytest.mark.parametrize("value", ["1", "folder", "0", ""])
+def test_compilation_cache_from_the_environment(tmp_path, value):
+    """``JAXIMP_COMPILATION_CACHE=1`` turns the cache on at import (in ``$JAXIMP_CACHE_DIR`` here),
+    a directory names its own folder, and ``0`` or empty leaves it off."""
+    folder = tmp_path / "folder"
+    env = {"JAXIMP_CACHE_DIR": str(tmp_path / "default"),
+           "JAXIMP_COMPILATION_CACHE": str(folder) if value == "folder" else value}
+    code = """
+        import jax, jaximp
+        print(jax.config.jax_compilation_cache_dir)
+    """
+    used = run_python(code, env=env).strip().splitlines()[-1]
+    expected = {"1": str(tmp_path / "default"), "folder": str(folder)}.get(value, "None")
+    assert used == expected
+    assert (tmp_path / "default").is_dir() == (value == "1") and folder.is_dir() == (value == "folder")
+
+
 def test_calls_of_several_steps_show_progress(monkeypatch, capfd):
     """A bar appears once a call of several steps lasts over _PROGRESS_DELAY (here 0 s); one step,
     or progress=False, shows none."""

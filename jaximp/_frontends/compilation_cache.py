@@ -3,7 +3,8 @@
 Every kernel is compiled once per process for each model shape and step shape (1 to 11 s on a
 GPU, about 2 s per function on a CPU). JAX can keep compiled programs on disk and load them in
 later processes instead (``jax_compilation_cache_dir``); :func:`enable_compilation_cache` turns
-that on for every program, however quick to compile.
+that on for every program, however quick to compile, and so does the environment variable
+``JAXIMP_COMPILATION_CACHE`` when ``jaximp`` is imported.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     """Keep compiled programs on disk and reuse them in later processes (JAX's persistent cache).
 
     Call it once at the start of a session (a notebook's first cell), before the first jaximp
-    call; programs compiled from then on are written to ``path`` and read back by any later
-    process that enables the same directory, on the same device kind and JAX version. It
-    applies to all of the process's JAX programs, not only jaximp's.
+    call, or set ``JAXIMP_COMPILATION_CACHE=1`` (or a directory) in the environment, which
+    turns it on when ``jaximp`` is imported. Programs compiled from then on are written to
+    ``path`` and read back by any later process that enables the same directory, on the same
+    device kind and JAX version. It applies to all of the process's JAX programs, not only
+    jaximp's.
 
     Args:
         path: the cache directory (created if missing); None: ``$JAXIMP_CACHE_DIR`` if set, else
@@ -52,3 +55,22 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return directory
+
+
+_OFF, _ON = ("", "0", "false", "no", "off"), ("1", "true", "yes", "on")
+
+
+def enable_from_environment() -> Path | None:
+    """Turn the cache on when ``$JAXIMP_COMPILATION_CACHE`` asks for it (called on import).
+
+    ``1``, ``true``, ``yes`` or ``on``: the default directory (see
+    :func:`enable_compilation_cache`); unset, empty, ``0``, ``false``, ``no`` or ``off``: nothing;
+    any other value: that directory.
+
+    Returns:
+        The directory used, or None when the variable does not ask for the cache.
+    """
+    value = os.environ.get("JAXIMP_COMPILATION_CACHE", "").strip()
+    if value.lower() in _OFF:
+        return None
+    return enable_compilation_cache(None if value.lower() in _ON else value)
