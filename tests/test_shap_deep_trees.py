@@ -111,12 +111,14 @@ def test_bucket_leaves_hold_every_leaf_once():
 @pytest.mark.parametrize("max_buckets", [1, 6])
 def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
     """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
-    leaf and in the default layout's buckets of their own depths."""
+    leaf and in the buckets of their own depths that many rows get (no compile time weighed: a
+    first call of few rows takes fewer buckets)."""
     import jaximp._shap.tree_plans as tree_shap
 
     fitted = lightgbm_deep()
     layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)
     monkeypatch.setattr(tree_shap, "plan_layout", layout)
+    monkeypatch.setattr(tree_shap, "_BUCKET_COMPILE_NS", 0.0)
     ens = jaximp.from_lightgbm(fitted.model)
     layout = tree_shap._layout(ens, "path")[0]
     assert len(layout) == max_buckets and not layout[-1].tables  # the deepest by quadrature
@@ -212,3 +214,14 @@ def test_deep_forest_uses_the_deep_kernel_and_matches_shap():
     x = explained_rows(X, 20)
     expected = shap.TreeExplainer(model).shap_values(x)
     assert_close(jaximp.shap_values(ens, x), expected)
+
+
+def test_few_rows_take_fewer_buckets():
+    """Each bucket is code of its own, compiled on the first call: the layout for a few rows weighs
+    that time and keeps fewer buckets than the layout for many rows, which spreads it thin."""
+    import jaximp._shap.tree_plans as tree_shap
+
+    ens = lightgbm_deep().ens
+    few, many = (tree_shap._layout(ens, "path", n_rows=n)[0] for n in (64, 1 << 16))
+    assert 1 <= len(few) < len(many)
+    assert few[-1].depth == many[-1].depth  # every leaf is still in a bucket as deep as its path

@@ -338,7 +338,7 @@ def path_players(ens: TreeEnsemble, structure: Structure | None = None) -> np.nd
 def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
                 table_floats: Callable[[int], int], table_bytes: int,
                 costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
-                max_buckets: int = 6) -> Layout:
+                compile_cost: float = 0.0, max_buckets: int = 6) -> Layout:
     """At most ``max_buckets`` buckets of players per path minimising a cost model of the row kernels
     (each bucket is code of its own: more buckets pad less but compile longer).
 
@@ -354,6 +354,8 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         costs: ``(table, no table)`` cost per leaf and row of a bucket, as a function of its
             depth, in ns (default :func:`path_costs`).
         overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
+        compile_cost: a bucket's one-off cost per row, in ns: the time its code takes to compile,
+            spread over the rows explained (a first call on few rows pays for every bucket).
 
     Returns:
         :data:`Layout`, buckets from the shortest paths to the longest; leaves without splits
@@ -371,7 +373,8 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         fits = d <= table_depth and count * table_floats(d) * 4 <= table_bytes
         tables = fits and table < quad
         shallowest = int(depths[i - 1]) if i else 0
-        return overhead * n_trees + count * (table if tables else quad), Bucket(shallowest, d, tables, count)
+        cost = compile_cost + overhead * n_trees + count * (table if tables else quad)
+        return cost, Bucket(shallowest, d, tables, count)
 
     n = len(depths)
     best = {(0, 0): (0.0, ())}  # cheapest layout of depths[:j] in k buckets

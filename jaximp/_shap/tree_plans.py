@@ -57,6 +57,7 @@ MAX_TABLE_DEPTH = 12  # path and interventional tables hold 2**d floats per leaf
 MAX_PAIR_DEPTH = 8  # interaction tables cost 4**d per leaf; deeper buckets: quadrature
 MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**d floats per leaf, within _TABLE_BYTES
 _TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table buckets turn to quadrature beyond
+_BUCKET_COMPILE_NS = 2e8  # a bucket's code adds about 0.2 s to a first call's compiling (measured on CPU)
 _BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets count missed edges
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
 _HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
@@ -164,7 +165,8 @@ def _layout(ens: TreeEnsemble, name: str, n_background: int = 0, n_rows: int | N
     costs = ((lambda d: path_costs(d, rows)) if name != "interventional"
              else lambda d: interventional_costs(d, n_background, rows))
     layout = plan_layout(players, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
-                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs)
+                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs,
+                         compile_cost=_BUCKET_COMPILE_NS / rows)
     return layout, players
 
 
