@@ -223,3 +223,38 @@ def test_a_failing_write_in_explain_files_leaves_no_file(monkeypatch, tmp_path):
         jaximp.explain_files(ens, source, out=tmp_path / "out" / "shap.parquet", batch_rows=20, progress=False)
     assert list((tmp_path / "out").iterdir()) == [] and pipeline_threads() == []
     assert streaming.MAX_BATCHES_ALIVE == 2 * streaming.DEPTH + 3
+
+
+def test_reading_a_large_row_group_holds_a_few_pages(tmp_path):
+    """pyarrow's memory while a file of one row group of 4M rows (30 MiB of floats) is read in
+    batches of 4096 rows stays a small part of the row group: the batch reader decodes a page or two
+    of each column at a time, where a dataset's scan decodes the whole row group at once."""
+    import pyarrow.dataset as ds
+
+    n = 4_000_000
+    rng = np.random.default_rng(0)
+    rows = pa.table({f"x{i}": rng.normal(size=n).astype(np.float32) for i in range(2)})
+    pq.write_table(rows, tmp_path / "one_row_group.parquet", row_group_size=n)
+    del rows
+    before, peak, read = pa.total_allocated_bytes(), 0, 0
+    for batch in streaming.scan(ds.dataset(tmp_path / "one_row_group.parquet"), ["x1", "x0"], 4096):
+        peak = max(peak, pa.total_allocated_bytes() - before)
+        read += batch.num_rows
+        assert batch.schema.names == ["x1", "x0"] and batch.num_rows <= 4096
+    assert read == n
+    assert peak < n * 2 * 4 / 3, f"{peak / 2**20:.0f} MiB held while reading a 30 MiB row group"
+
+
+def test_files_whose_column_types_differ_are_read_as_the_first_files(tmp_path):
+    """A later file's float64 column is read as the first file's float32, as the dataset's schema
+    says; a column whose values the type cannot hold is a clear error."""
+    import pyarrow.dataset as ds
+
+    pq.write_table(pa.table({"a": np.array([1.5, 2.5], np.float32)}), tmp_path / "0.parquet")
+    pq.write_table(pa.table({"a": np.array([3.5], np.float64)}), tmp_path / "1.parquet")
+    batches = list(streaming.scan(ds.dataset(tmp_path), ["a"], 10))
+    assert [b.schema.field("a").type for b in batches] == [pa.float32(), pa.float32()]
+    assert [v for b in batches for v in b.column("a").to_pylist()] == [1.5, 2.5, 3.5]
+    pq.write_table(pa.table({"a": ["not a number"]}), tmp_path / "2.parquet")
+    with pytest.raises(pa.ArrowException):
+        list(streaming.scan(ds.dataset(tmp_path), ["a"], 10))

@@ -191,12 +191,12 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
     """Explain every row of Parquet or CSV files, streaming: SHAP values to Parquet, global
     importances returned.
 
-    The files are read batch by batch with ``pyarrow.dataset`` (the model's columns only, one
-    row group at a time); each batch's SHAP values (as [`jaximp.shap_values`][jaximp.shap_values]
-    computes them) are written to ``out`` as they come and added to running float64 sums of
-    ``|SHAP|``. Reading, computing and writing run at once, in three threads joined by bounded
-    queues: at most seven batches of ``batch_rows`` rows are alive at any time, so memory stays
-    flat whatever the number of rows in the files.
+    The files are read batch by batch with pyarrow (the model's columns only; a Parquet file's batch
+    reader holds a page or two of each column, whatever its row groups' size); each batch's SHAP
+    values (as [`jaximp.shap_values`][jaximp.shap_values] computes them) are written to ``out`` as
+    they come and added to running float64 sums of ``|SHAP|``. Reading, computing and writing run at
+    once, in three threads joined by bounded queues: at most seven batches of ``batch_rows`` rows
+    are alive at any time, so memory stays flat whatever the number of rows in the files.
 
     Args:
         ens: the model (``jaximp.from_catboost``, ``from_xgboost``, ...).

@@ -2,14 +2,14 @@
 with a fixed number of batches alive however many rows the files hold.
 
 :func:`run_pipeline` runs three stages at once. A reader thread pulls record batches from
-the files (:func:`scan`: one Parquet row group or CSV block at a time), cuts or
+the files (:func:`scan`: a Parquet file batch by batch, a CSV file block by block), cuts or
 joins them into batches of exactly ``batch_rows`` rows (:func:`rechunked`; the last one
 shorter) and prepares each one (to the model's features); the calling thread computes (the JAX
 kernels); a writer thread consumes the results (running sums, the Parquet file). Between
 stages, queues of :data:`DEPTH` batches give back-pressure: a slow writer stops the computing,
 which stops the reading. At most :data:`MAX_BATCHES_ALIVE` batches exist at once between being
 read and being written (one in each stage and :data:`DEPTH` in each queue), besides what pyarrow
-reads ahead (a batch of a Parquet row group, a few blocks of a CSV file).
+holds while reading (a page or two of each Parquet column, a few blocks of a CSV file).
 
 An exception in any stage (a file that does not parse, a kernel failing, a ``KeyboardInterrupt``
 in the calling thread, a full disk) stops all three: the calling thread raises it, once both
@@ -63,25 +63,41 @@ class _Failed:
 
 def scan(dataset: Any, columns: list[str], batch_rows: int) -> Iterator:
     """``dataset``'s record batches of the ``columns`` in order, at most ``batch_rows`` rows each,
-    read one file at a time: a Parquet file one row group at a time, with pyarrow's read-ahead set
-    small (one batch, one file) and through a buffered stream; a CSV file block by block
-    (``pyarrow.csv.open_csv``, the dataset's column types).
+    read one file at a time: a Parquet file batch by batch (``pyarrow.parquet.ParquetFile``'s
+    ``iter_batches`` through a buffered stream, without pre-buffering), a CSV file block by block
+    (``pyarrow.csv.open_csv``); columns of the dataset's types.
 
-    A whole dataset's scan reads ahead on its own while its consumer is slow (its defaults, 16
-    batches and 4 files, and more that ``batch_readahead`` does not bound: hundreds of megabytes
-    for a file of a few million rows); the scan of one Parquet row group holds only its own
-    batches, and a CSV file's streaming reader a few blocks."""
+    Memory stays flat in the file's rows: a Parquet file's batch reader holds a page or two of
+    each column, whatever the row groups' size. A dataset's scan does not: it decodes a whole row
+    group at a time (200 MB for a row group of a million rows of 50 float columns) and reads
+    ahead on its own while its consumer is slow."""
     import pyarrow.dataset as ds
 
     if not isinstance(dataset.format, ds.ParquetFileFormat):
         yield from _csv_batches(dataset, columns)
         return
-    options = dict(schema=dataset.schema, columns=columns, batch_size=batch_rows, batch_readahead=1,
-                   fragment_readahead=1, fragment_scan_options=ds.ParquetFragmentScanOptions(
-                       use_buffered_stream=True, buffer_size=1 << 20, pre_buffer=False))
-    for fragment in dataset.get_fragments():
-        for row_group in fragment.split_by_row_group():
-            yield from row_group.to_batches(**options)
+    import pyarrow.parquet as pq
+
+    schema = _selected(dataset, columns)
+    for path in dataset.files:
+        with dataset.filesystem.open_input_file(path) as stream:
+            file = pq.ParquetFile(stream, buffer_size=1 << 20, pre_buffer=False)
+            for batch in file.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False):
+                yield batch if batch.schema.equals(schema) else _cast(batch, schema)
+
+
+def _selected(dataset: Any, columns: list[str]) -> Any:
+    """The schema of the ``columns`` of ``dataset``, in that order."""
+    import pyarrow as pa
+
+    return pa.schema([dataset.schema.field(name) for name in columns])
+
+
+def _cast(batch: Any, schema: Any) -> Any:
+    """``batch``'s columns cast to ``schema``'s types (a value the type cannot hold is an error)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
 def _csv_batches(dataset: Any, columns: list[str]) -> Iterator:
@@ -89,7 +105,7 @@ def _csv_batches(dataset: Any, columns: list[str]) -> Iterator:
     the dataset's types for the ``columns`` (a value that does not parse is an error)."""
     import pyarrow.csv as pc
 
-    types = {name: dataset.schema.field(name).type for name in columns}
+    types = {field.name: field.type for field in _selected(dataset, columns)}
     for path in dataset.files:
         with pc.open_csv(path, convert_options=pc.ConvertOptions(include_columns=columns, column_types=types)) as rows:
             yield from rows
