@@ -155,6 +155,22 @@ def test_categorical_input_forms_agree(layout):
     np.testing.assert_array_equal(ens.predict(polars.from_pandas(as_category)), expected)
 
 
+def test_float_borders_searched_beside_the_ctrs_give_the_same_bins(monkeypatch):
+    """Many rows search their float features' borders in a second thread while the CTRs are
+    computed: the bins equal those of one thread, and the predictions CatBoost's."""
+    from jaximp._rows import featurize
+    from jaximp._rows.inputs import as_features
+
+    fitted = models.catboost_categorical("combinations_2")
+    frame = pd.concat([fitted.X] * 4, ignore_index=True)
+    frame.loc[::7, "f0"] = np.nan
+    monkeypatch.setattr(featurize, "_THREADED_ROWS", 1 << 30)
+    one_thread = np.asarray(as_features(frame, fitted.ens, "test"))
+    monkeypatch.setattr(featurize, "_THREADED_ROWS", 1)
+    np.testing.assert_array_equal(np.asarray(as_features(frame, fitted.ens, "test")), one_thread)
+    assert_close(fitted.ens.predict(frame), raw_output(fitted.model, frame))
+
+
 BAD_CATEGORICAL = [
     (lambda f: f.astype({"c2": float}), TypeError, "c2.*strings or integers"),
     (lambda f: f.drop(columns="c1"), ValueError, r"missing \['c1'\]"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,9 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
     """``[N, E]`` the bin of every evaluated feature: ``#{borders < value}``, as ``u8`` (``i32``
     when a feature has more than 254 borders).
 
+    The float features' border searches run in a second thread (NumPy's search releases the
+    GIL) while this one computes the one-hot elements and the CTRs, for many rows.
+
     Args:
         floats: ``f32[N, n_float]`` the float features, in float-feature order.
         cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value.
@@ -42,12 +46,41 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
     n = floats.shape[0]
     out = np.empty((featurizer.n_evaluated, n), featurizer.bin_dtype)  # feature-major, transposed at the end
     fill = np.asarray(featurizer.float_nan_fill, np.float32)
+    n_float = len(featurizer.float_columns)
+    searching = None
+    if n >= _THREADED_ROWS and n_float:
+        searching = _searcher().submit(_float_bins, featurizer, floats, fill, out[:n_float])
+    else:
+        _float_bins(featurizer, floats, fill, out[:n_float])
+    try:
+        for j, (c, value) in enumerate(featurizer.one_hot):
+            out[n_float + j] = cat_hashes[:, c] == value
+        out[n_float + len(featurizer.one_hot):] = ctr_values(featurizer)(floats, cat_hashes, fill,
+                                                                         featurizer.bin_dtype)
+    finally:
+        if searching is not None:
+            searching.result()
+    return out.T
+
+
+_THREADED_ROWS = 8192  # fewer rows: the float searches run in the calling thread
+_SEARCHER: list = []
+
+
+def _searcher() -> Any:
+    """The one worker thread that searches float borders beside the CTRs (made on first use)."""
+    with _LOCK:
+        if not _SEARCHER:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _SEARCHER.append(ThreadPoolExecutor(1, thread_name_prefix="jaximp-borders"))
+        return _SEARCHER[0]
+
+
+def _float_bins(featurizer: Featurizer, floats: np.ndarray, fill: np.ndarray, out: np.ndarray) -> None:
+    """``out[f]`` the bins of float feature ``f`` of ``floats f32[N, n_float]``, NaN per the feature's
+    mode (``fill``)."""
     nan = np.isnan(floats)
-    for f, borders in enumerate(featurizer.float_borders):  # NaN per the feature's mode
+    for f, borders in enumerate(featurizer.float_borders):
         column = floats[:, f]
         out[f] = np.searchsorted(borders, np.where(nan[:, f], fill[f], column) if nan[:, f].any() else column)
-    n_float = len(featurizer.float_columns)
-    for j, (c, value) in enumerate(featurizer.one_hot):
-        out[n_float + j] = cat_hashes[:, c] == value
-    out[n_float + len(featurizer.one_hot):] = ctr_values(featurizer)(floats, cat_hashes, fill, featurizer.bin_dtype)
-    return out.T
