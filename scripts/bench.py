@@ -303,21 +303,22 @@ def categorical_workloads(_model, _ens, quick: bool) -> list[Workload]:
     ]
 
 
-def depthwise_model(quick: bool):
-    """A cached Depthwise CatBoost regressor (depth 8, 200 trees; 50 trees with --quick) on 20k
-    rows of the reference distribution, reloaded from its JSON export (CatBoost's reference for
-    non-symmetric trees: its SHAP of a freshly trained one is not additive, catboost issue 2136)."""
+def depthwise_model(quick: bool, policy: str = "Depthwise"):
+    """A cached Depthwise (or Lossguide) CatBoost regressor (depth 8, 200 trees; 50 trees with
+    --quick) on 20k rows of the reference distribution, reloaded from its JSON export (CatBoost's
+    reference for non-symmetric trees: its SHAP of a freshly trained one is not additive, catboost
+    issue 2136)."""
     import catboost
 
     import jaximp
 
     iterations = 50 if quick else 200
-    path = CACHE / f"depthwise-{iterations}.json"
+    path = CACHE / f"{policy.lower()}-{iterations}.json"
     if not path.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         X, y = explained_rows(20_000, seed=0)
         catboost.CatBoostRegressor(
-            iterations=iterations, depth=8, grow_policy="Depthwise", learning_rate=0.1, verbose=0,
+            iterations=iterations, depth=8, grow_policy=policy, learning_rate=0.1, verbose=0,
             random_seed=0, allow_writing_files=False,
         ).fit(X, y).save_model(str(path), format="json")
     model = catboost.CatBoost()
@@ -340,9 +341,13 @@ def depthwise_workloads(_model, _ens, quick: bool) -> list[Workload]:
     def catboost_shap():
         return model.get_feature_importance(catboost.Pool(X_shap), type="ShapValues")[:, :-1]
 
+    lossguide, lossguide_ens = depthwise_model(quick, "Lossguide")
     return [
         Workload("Depthwise depth 8: predict (raw)", len(X), "CatBoost predict",
                  lambda: model.predict(X, prediction_type="RawFormulaVal"), lambda: ens.predict(X), max_abs_diff),
+        Workload("Lossguide depth 8: predict (raw)", len(X), "CatBoost predict",
+                 lambda: lossguide.predict(X, prediction_type="RawFormulaVal"), lambda: lossguide_ens.predict(X),
+                 max_abs_diff),
         Workload("Depthwise depth 8: SHAP path-dependent", len(X_shap), "CatBoost ShapValues Regular",
                  catboost_shap, lambda: jaximp.shap_values(ens, X_shap), max_abs_diff, 1),
         Workload("Depthwise depth 8: SHAP path-dependent, Explainer", len(X_shap), "CatBoost ShapValues Regular",
@@ -824,9 +829,9 @@ def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str
         "categorical columns (cardinalities 3 to 10,000, strings; one-hot up to 10 values, CTRs "
         "above: the model has 1066 CTRs, most over a category and binarized float features); "
         "jaximp's times include featurizing the raw frame (hashing, CTRs), timed alone in its own row",
-        "- Depthwise rows: CatBoostRegressor(iterations=200, depth=8, grow_policy='Depthwise') on 20k "
-        "rows of the reference distribution, reloaded from its JSON export; 'Explainer' keeps the "
-        "per-leaf SHAP tables that a plain shap_values call builds each time",
+        "- Depthwise and Lossguide rows: CatBoostRegressor(iterations=200, depth=8, grow_policy='Depthwise' "
+        "or 'Lossguide') on 20k rows of the reference distribution, reloaded from its JSON export; "
+        "'Explainer' keeps the per-leaf SHAP tables that a plain shap_values call builds each time",
         "",
         "| workload | rows | reference | reference s | jaximp s | speed-up | rows/s (jaximp) | check |",
         "|---|---:|---|---:|---:|---:|---:|---|",
