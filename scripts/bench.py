@@ -954,8 +954,9 @@ def scale_markdown(scale: dict) -> list[str]:
     return lines
 
 
-def update_readme(results: list[dict]) -> None:
-    """Write the headline rows (one per workload in HEADLINE, the largest N) into the README."""
+def update_readme(results: list[dict], scale: dict) -> None:
+    """Write the headline rows (one per workload in HEADLINE, the largest N) into the README, and
+    a line on first calls and streaming memory."""
     chosen = {}
     for r in results:
         if r["name"] in HEADLINE and r["rows"] >= chosen.get(r["name"], {}).get("rows", -1):
@@ -964,6 +965,15 @@ def update_readme(results: list[dict]) -> None:
     lines = ["| workload | rows | reference | speed-up |", "|---|---:|---|---:|"]
     lines += [f"| {r['name']} | {r['rows']:,} | {r['reference']} | {r['speedup']:.1f}x |"
               for name in HEADLINE if (r := chosen.get(name))]
+    if scale:
+        import textwrap
+
+        first = "; ".join(f"{r['model']}: {r['shap_values no cache']:.1f} s" for r in scale["first"])
+        smallest, largest = scale["stream"]["files"][0], scale["stream"]["files"][-1]
+        lines += [""] + textwrap.wrap(
+            f"First `shap_values` call on 1,000 rows in a fresh process, compiling included: {first}. "
+            f"`explain_files` streams {largest['rows']:,} rows with a peak of {largest['peak_rss_mb']:,.0f} MB "
+            f"({smallest['peak_rss_mb']:,.0f} MB for {smallest['rows']:,}).", 100)
     text = README.read_text()
     start, end = text.index("<!-- headline -->"), text.index("<!-- /headline -->")
     README.write_text(text[: start + len("<!-- headline -->")] + "\n" + "\n".join(lines) + "\n" + text[end:])
@@ -991,7 +1001,7 @@ def main() -> None:
             if start in old:
                 text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
         Path(args.out).write_text(text)
-        update_readme(results)
+        update_readme(results, scale)
         print(f"wrote {args.out}")
     for group in OPT_IN:
         if args.only and group in args.only and not args.quick:
