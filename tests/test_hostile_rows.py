@@ -439,10 +439,9 @@ def test_subnormal_values_take_the_branch_the_library_takes(form):
     np.testing.assert_array_equal(rows, keep)  # the caller's array is not changed
 
 
-@pytest.mark.xfail(strict=True, reason="XGBoost's split_condition 0 is stored as the border nextafter(0, -inf), a "
-                   "subnormal that XLA flushes to 0, so rows with x == 0 go left (x < 0 is false): the models stage "
-                   "must store subnormal borders as the smallest normal float32 of their sign")
 def test_xgboost_split_condition_zero():
+    """XGBoost stores a split at 0 (``x < 0`` goes left) as the border ``nextafter(0, -inf)``, a
+    subnormal that XLA flushes to 0: rows equal to 0 (and -0.0) must still go right."""
     fitted = rows_zero_borders("xgboost")
     import xgboost as xgb
 

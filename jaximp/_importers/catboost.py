@@ -31,7 +31,7 @@ from jaximp._importers.catboost_json import (
     tree_splits,
 )
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
-from jaximp._importers.padded import check_budget
+from jaximp._importers.padded import check_budget, normal_borders
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble
 
@@ -141,6 +141,7 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
     borders_table = np.full((n_evaluated, n_borders), np.inf, np.float32)
     for f, b in enumerate(splits.borders):
         borders_table[f, : len(b)] = b
+    borders_table = normal_borders(borders_table)
 
     n_leaves = 1 << depth
     shape = (len(trees), depth)

@@ -207,7 +207,7 @@ def pad_trees(trees: Sequence[ParsedTree], fields: ModelFields, *, fn_name: str,
                  "import fewer trees, or a model of smaller trees")
     _check_outputs(trees, n_outputs, fn_name)
     features = _pad([tree.node_features for tree in trees], nodes, np.int32)
-    borders = _pad([tree.node_borders for tree in trees], nodes, np.float32, np.inf)
+    borders = normal_borders(_pad([tree.node_borders for tree in trees], nodes, np.float32, np.inf))
     nan_right = _pad([tree.node_nan_right for tree in trees], nodes, bool)
     children = _pad([tree.node_children for tree in trees], (*nodes, 2), np.int32, ~n_leaves)  # never reached
     values = np.zeros((len(trees), n_leaves, n_outputs), np.float32)
@@ -301,6 +301,26 @@ def _pad(arrays: list[np.ndarray | None], shape: tuple[int, ...], dtype: Any, fi
         if len(array):  # a single leaf has no nodes
             padded[t, :len(array)] = array
     return padded
+
+
+_MIN_NORMAL = np.float32(np.finfo(np.float32).tiny)  # 2**-126
+
+
+def normal_borders(borders: np.ndarray) -> np.ndarray:
+    """``f32`` borders with no subnormal value: one in ``(-2**-126, 0)`` becomes ``-2**-126``, one in
+    ``(0, 2**-126)`` becomes 0.
+
+    XLA on CPU flushes subnormals to zero inside its kernels, so ``x > border`` would read a border
+    just below 0 (XGBoost's ``split_condition`` 0 is stored as ``nextafter(0, -inf)``) as 0 and send
+    rows equal to 0 the wrong way. No normal float32 lies between such a border and 0, so the
+    border of the same sign next to 0 decides every normal value and 0 alike; the rows' subnormal
+    values become ``±2**-126`` too (``jaximp._rows.inputs``)."""
+    borders = np.asarray(borders, np.float32)
+    below = (borders < 0) & (borders > -_MIN_NORMAL)
+    above = (borders > 0) & (borders < _MIN_NORMAL)
+    if not (below.any() or above.any()):
+        return borders
+    return np.where(below, -_MIN_NORMAL, np.where(above, np.float32(0.0), borders)).astype(np.float32)
 
 
 def float32_below(threshold: np.ndarray) -> np.ndarray:
