@@ -225,3 +225,28 @@ def test_few_rows_take_fewer_buckets():
     few, many = (tree_shap._layout(ens, "path", n_rows=n)[0] for n in (64, 1 << 16))
     assert 1 <= len(few) < len(many)
     assert few[-1].depth == many[-1].depth  # every leaf is still in a bucket as deep as its path
+
+
+def test_the_trees_structure_is_read_once_per_model(monkeypatch):
+    """A model's structure (paths, parents) is computed on the host once and kept while the model
+    lives: a second call reads it again from nowhere, another model computes its own, and a model
+    that is gone leaves nothing behind."""
+    import gc
+
+    from jaximp._shap import paths
+
+    computed = []
+    structure = paths._structure
+    monkeypatch.setattr(paths, "_structure", lambda ens: computed.append(id(ens)) or structure(ens))
+    fitted = lightgbm_deep()
+    x = lightgbm_rows(fitted.model, fitted.X, 8)
+    first = jaximp.shap_values(fitted.ens, x)
+    np.testing.assert_array_equal(jaximp.shap_values(fitted.ens, x), first)
+    assert computed == [id(fitted.ens)]
+    other = jaximp.from_lightgbm(fitted.model)
+    np.testing.assert_array_equal(jaximp.shap_values(other, x), first)
+    assert computed == [id(fitted.ens), id(other)]
+    key = id(other)
+    del other
+    gc.collect()
+    assert key not in paths._STRUCTURES

@@ -29,6 +29,7 @@ chunks of ``leaves`` each, one chunk in a row kernel) and ``n`` (the rows of a s
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 
 import jax
@@ -113,12 +114,29 @@ class Structure:
     lead: Array
 
 
+_STRUCTURES: dict[int, tuple[weakref.ref, Structure]] = {}  # id(ens) -> (ens, its structure)
+
+
 def host_structure(ens: TreeEnsemble) -> Structure | None:
     """The :class:`Structure` of ``ens`` in NumPy, equal to what ``leaf_paths``, ``parents`` and
     :func:`tree_paths` compute in JAX; None when the model's structure is traced (under
-    ``jax.jit`` / ``jax.grad`` of the model)."""
+    ``jax.jit`` / ``jax.grad`` of the model).
+
+    Kept while ``ens`` lives (a model is frozen, its arrays immutable), so that every call of a
+    SHAP function on the same model reads it once."""
     if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_players)):
         return None
+    key = id(ens)
+    kept = _STRUCTURES.get(key)
+    if kept is not None and kept[0]() is ens:
+        return kept[1]
+    structure = _structure(ens)
+    _STRUCTURES[key] = (weakref.ref(ens, lambda _, key=key: _STRUCTURES.pop(key, None)), structure)
+    return structure
+
+
+def _structure(ens: TreeEnsemble) -> Structure:
+    """The :class:`Structure` of ``ens``, computed (see :func:`host_structure`)."""
     t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
     children = np.asarray(ens.node_children, np.int32).reshape(t, 2 * m)
     rows = np.broadcast_to(np.arange(t)[:, None], children.shape)
