@@ -306,8 +306,8 @@ def categorical_workloads(_model, _ens, quick: bool) -> list[Workload]:
 def depthwise_model(quick: bool, policy: str = "Depthwise"):
     """A cached Depthwise (or Lossguide) CatBoost regressor (depth 8, 200 trees; 50 trees with
     --quick) on 20k rows of the reference distribution, reloaded from its JSON export (CatBoost's
-    reference for non-symmetric trees: its SHAP of a freshly trained one is not additive, catboost
-    issue 2136)."""
+    reference for non-symmetric trees: its SHAP of a freshly trained one is not additive,
+    catboost issue 2136 on GitHub)."""
     import catboost
 
     import jaximp
