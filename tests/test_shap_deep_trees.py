@@ -229,8 +229,8 @@ def test_few_rows_take_fewer_buckets():
 
 def test_the_trees_structure_is_read_once_per_model(monkeypatch):
     """A model's structure (paths, parents) is computed on the host once and kept while the model
-    lives: a second call reads it again from nowhere, another model computes its own, and a model
-    that is gone leaves nothing behind."""
+    lives: a second call computes nothing, another model computes its own, and a model that is
+    gone leaves nothing behind."""
     import gc
 
     from jaximp._shap import paths

@@ -31,8 +31,9 @@ from jaximp._importers.catboost_json import (
     tree_splits,
 )
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
-from jaximp._importers.padded import check_budget, normal_borders
+from jaximp._importers.padded import check_budget
 from jaximp._models.oblivious import ObliviousEnsemble
+from jaximp._models.thresholds import normal_borders
 from jaximp._models.trees import TreeEnsemble
 
 _MAX_DEPTH = 30  # 2**30 leaves a tree: deeper is a damaged file (CatBoost trains at most 16 levels)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaximp._models.categories import category_words
+from jaximp._models.thresholds import normal_borders
 from jaximp._models.trees import TreeEnsemble
 
 MAX_FEATURES = 1 << 22  # F: columns of a dense row (16 MiB a row in float32); more is refused
@@ -301,26 +302,6 @@ def _pad(arrays: list[np.ndarray | None], shape: tuple[int, ...], dtype: Any, fi
         if len(array):  # a single leaf has no nodes
             padded[t, :len(array)] = array
     return padded
-
-
-_MIN_NORMAL = np.float32(np.finfo(np.float32).tiny)  # 2**-126
-
-
-def normal_borders(borders: np.ndarray) -> np.ndarray:
-    """``f32`` borders with no subnormal value: one in ``(-2**-126, 0)`` becomes ``-2**-126``, one in
-    ``(0, 2**-126)`` becomes 0.
-
-    XLA on CPU flushes subnormals to zero inside its kernels, so ``x > border`` would read a border
-    just below 0 (XGBoost's ``split_condition`` 0 is stored as ``nextafter(0, -inf)``) as 0 and send
-    rows equal to 0 the wrong way. No normal float32 lies between such a border and 0, so the
-    border of the same sign next to 0 decides every normal value and 0 alike; the rows' subnormal
-    values become ``±2**-126`` too (``jaximp._rows.inputs``)."""
-    borders = np.asarray(borders, np.float32)
-    below = (borders < 0) & (borders > -_MIN_NORMAL)
-    above = (borders > 0) & (borders < _MIN_NORMAL)
-    if not (below.any() or above.any()):
-        return borders
-    return np.where(below, -_MIN_NORMAL, np.where(above, np.float32(0.0), borders)).astype(np.float32)
 
 
 def float32_below(threshold: np.ndarray) -> np.ndarray:

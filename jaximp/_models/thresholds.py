@@ -1,4 +1,5 @@
-"""Thresholds that rows are compared with in float64, as the library compares them (LightGBM).
+"""Thresholds that rows are compared with in float64, as the library compares them (LightGBM),
+and borders kept clear of subnormal values (:func:`normal_borders`), which XLA flushes to zero.
 
 jaximp's kernels compare float32 values with float32 borders (``x > border``). A library that
 compares a float64 value with a float64 threshold (LightGBM: ``x <= threshold`` goes left, both
@@ -34,6 +35,26 @@ import functools
 import numpy as np
 
 ZERO_BAND = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (include/LightGBM/meta.h), a double
+
+
+MIN_NORMAL = np.float32(np.finfo(np.float32).tiny)  # 2**-126, float32's smallest normal value
+
+
+def normal_borders(borders: np.ndarray) -> np.ndarray:
+    """``f32`` borders with no subnormal value: one in ``(-2**-126, 0)`` becomes ``-2**-126``, one in
+    ``(0, 2**-126)`` becomes 0.
+
+    XLA on CPU flushes subnormals to zero inside its kernels, so ``x > border`` would read a border
+    just below 0 (XGBoost's ``split_condition`` 0 is stored as ``nextafter(0, -inf)``) as 0 and send
+    rows equal to 0 the wrong way. No normal float32 lies between such a border and 0, so the
+    border of the same sign next to 0 decides every normal value and 0 alike; the rows' subnormal
+    values become ``±2**-126`` too (``jaximp._rows.inputs``)."""
+    borders = np.asarray(borders, np.float32)
+    below = (borders < 0) & (borders > -MIN_NORMAL)
+    above = (borders > 0) & (borders < MIN_NORMAL)
+    if not (below.any() or above.any()):
+        return borders
+    return np.where(below, -MIN_NORMAL, np.where(above, np.float32(0.0), borders)).astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaximp._models.ensemble import Ensemble, has_real_names
+from jaximp._models.thresholds import MIN_NORMAL
 from jaximp._rows.codes import encode_rows, needs_codes
 from jaximp._rows.featurize import featurize_columns
 from jaximp._rows.frames import EvaluatedRows, check_shape, frame_columns, frame_positions, is_pool
@@ -126,9 +127,6 @@ def _list_rows(X: list | tuple, ens: Ensemble, fn_name: str, arg: str) -> np.nda
     return array
 
 
-_MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2**-126
-
-
 def without_subnormals(x: Any) -> Any:
     """``f32`` rows ``x`` with each subnormal value replaced by the smallest normal float32 of its
     sign (see the module docstring); ``x`` itself when it holds none (host rows: the caller's
@@ -136,11 +134,11 @@ def without_subnormals(x: Any) -> Any:
     that reads the bits, which XLA's flushing does not touch."""
     if isinstance(x, jax.Array):
         return _device_without_subnormals(x)
-    tiny = (np.abs(x) < _MIN_NORMAL) & (x != 0)
+    tiny = (np.abs(x) < MIN_NORMAL) & (x != 0)
     if not tiny.any():
         return x
     x = x.copy()  # keeps an EvaluatedRows marker
-    x[tiny] = np.copysign(np.float32(_MIN_NORMAL), x[tiny])
+    x[tiny] = np.copysign(MIN_NORMAL, x[tiny])
     return x
 
 
@@ -148,7 +146,7 @@ def without_subnormals(x: Any) -> Any:
 def _device_without_subnormals(x: jax.Array) -> jax.Array:
     bits = jax.lax.bitcast_convert_type(x, jnp.int32)
     subnormal = ((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)
-    normal = jnp.where(bits < 0, jnp.float32(-_MIN_NORMAL), jnp.float32(_MIN_NORMAL))
+    normal = jnp.where(bits < 0, -MIN_NORMAL, MIN_NORMAL)
     return jnp.where(subnormal, normal, x)
 
 
