@@ -152,6 +152,30 @@ def test_float64_rows_are_compared_like_catboost():
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, rows), model.calc_leaf_indexes(rows))
 
 
+@pytest.mark.parametrize("library", ["catboost", "xgboost"])
+def test_leaf_indices_in_steps_on_host_and_device(library):
+    """Leaf indices in several steps (the last one partly padding) equal the library's, for rows
+    in host memory (int32, tree-major memory: Fortran order), given as a ``jax.Array`` (left on
+    the device) and traced under ``jax.jit``; a 1-D row gives that row's leaves."""
+    X, y = models.make_data("regression", n=2500, n_features=6, seed=4, nan_fraction=0.05)
+    if library == "catboost":
+        model = catboost.CatBoostRegressor(iterations=30, depth=6, verbose=0, allow_writing_files=False).fit(X, y)
+        ens, expected = jaximp.from_catboost(model), model.calc_leaf_indexes(X)
+    else:
+        model = xgb.XGBRegressor(n_estimators=30, max_depth=5).fit(X, y)
+        ens, expected = jaximp.from_xgboost(model), model.get_booster().predict(xgb.DMatrix(X), pred_leaf=True)
+    leaves = jaximp.leaf_indices(ens, X, batch_size=1024, progress=False)
+    assert leaves.dtype == np.int32 and leaves.flags["F_CONTIGUOUS"]
+    np.testing.assert_array_equal(leaves, expected)
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, X), expected)  # one default step
+    on_device = jaximp.leaf_indices(ens, jnp.asarray(X, jnp.float32), batch_size=1024)
+    assert isinstance(on_device, jax.Array) and on_device.shape == expected.shape
+    np.testing.assert_array_equal(np.asarray(on_device), expected)
+    traced = jax.jit(lambda e, x: jaximp.leaf_indices(e, x))(ens, jnp.asarray(X[:700], jnp.float32))
+    np.testing.assert_array_equal(np.asarray(traced), expected[:700])
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, X[3]), expected[3])
+
+
 # Every library's trees -------------------------------------------------------------------------------------------
 
 

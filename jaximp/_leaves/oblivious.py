@@ -21,7 +21,7 @@ from jax import Array
 
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.oblivious import ObliviousEnsemble, nan_fill_values
-from jaximp._rows.batching import row_blocks
+from jaximp._rows.batching import fill_blocks, row_blocks
 
 
 def bin_dtype(ens: ObliviousEnsemble):
@@ -147,28 +147,19 @@ def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
     return leaf_prediction(ens, tree_leaves(ens, x))
 
 
-_LEAF_BLOCK = 512  # the [T, block] -> [block, T] transpose is cheapest on blocks this small
-
-
-def _rows_major(leaves: Array) -> Array:
-    """``u8[T, n]`` to ``u8[n, T]``, transposing words of 4 trees instead of single bytes.
-
-    A byte transpose runs at a fraction of memory speed on CPU; packing trees ``4i..4i+3`` of
-    a row into one ``u32`` (byte ``j`` = tree ``4i+j``, little-endian) is elementwise, the
-    ``u32`` transpose moves 4 bytes at a time, and the bitcast back is free.
-    """
-    n_trees, n = leaves.shape
-    padded = -(-n_trees // 4) * 4
-    words = jnp.pad(leaves, ((0, padded - n_trees), (0, 0))).reshape(padded // 4, 4, n).astype(jnp.uint32)
-    words = jnp.sum(words << (8 * jnp.arange(4, dtype=jnp.uint32))[None, :, None], axis=1, dtype=jnp.uint32)
-    return jax.lax.bitcast_convert_type(words.T, jnp.uint8).reshape(n, padded)[:, :n_trees]
-
-
 def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    """``[n, T]`` the leaf each row ``x f32[n, E]`` reaches in each tree, narrow (``u8`` up to
-    depth 8); the public function widens it to int32 while copying to the host."""
-    rows_major = _rows_major if ens.depth <= 8 else jnp.transpose
-    return map_leaves(rows_major, ens, x, min(block, _LEAF_BLOCK))
+    """``[T, n]`` the leaf each row ``x f32[n, E]`` reaches in each tree, tree-major and narrow
+    (``u8`` up to depth 8): the public function widens it to int32 while copying to the host
+    and hands it out rows first without transposing (see ``map_rows(rows_last=True)``)."""
+    n = x.shape[0]
+    x = row_blocks(x, block)
+    n_blocks = x.shape[0]
+    bins = quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)  # see map_leaves
+
+    def block_leaves(start):
+        return tree_leaves_from_bins(ens, jax.lax.dynamic_slice_in_dim(bins, start, block, axis=1))
+
+    return fill_blocks(block_leaves, n, block)
 
 
 def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:

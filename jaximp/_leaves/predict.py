@@ -29,8 +29,8 @@ class LeafKernels:
     """The row kernels of one layout, each ``kernel(ens, rows, *, block)``.
 
     Attributes:
-        leaves: rows ``f32[n, E]`` -> ``[n, T]`` each row's leaf in each tree (the library's
-            numbering; a narrow integer type that the host copy widens to int32).
+        leaves: rows ``f32[n, E]`` -> ``[T, n]`` each row's leaf in each tree, tree-major (the
+            library's numbering; a narrow integer type that the host copy widens to int32).
         predict: rows ``f32[n, E]`` -> ``f32[n, K]`` raw predictions.
         histogram: ``(rows f32[n, E], weight f32[n])`` -> ``f32[T, L]`` the weight reaching
             each leaf.
@@ -77,6 +77,10 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
         ``i32[N, T]`` (``i32[T]`` for one row given 1-D): NumPy for rows in host memory, a
             ``jax.Array`` on the rows' device for rows given as one. Integers, so piecewise
             constant in everything (``jaximp.soft_leaf_probabilities`` is a smooth version).
+            The NumPy result is tree-major in memory (Fortran order: each tree's column
+            ``leaves[:, t]`` is contiguous), as the leaves are computed; indexing and NumPy
+            functions do not depend on it, and ``np.ascontiguousarray(leaves)`` gives
+            row-major memory when a consumer needs it (a transpose as costly as the call).
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
@@ -94,7 +98,7 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
     X, single = one_row(X, ens, "leaf_indices")
     x = as_features(X, ens, "leaf_indices")
     return first_row(map_rows(kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
-                              host_dtype=np.int32, progress=progress), single)
+                              host_dtype=np.int32, progress=progress, rows_last=True), single)
 
 
 @register_predict

@@ -17,7 +17,7 @@ from jax import Array
 
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.trees import TreeEnsemble, goes_right
-from jaximp._rows.batching import map_blocks, row_blocks
+from jaximp._rows.batching import fill_blocks, map_blocks, row_blocks
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:
@@ -64,15 +64,19 @@ def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
 
 
 def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
-    """``i32[n, T]`` the leaf each row ``x f32[n, E]`` reaches in each tree, numbered as its
-    library numbers them (``leaf_ids``) where it does not count depth-first."""
-    def one_block(xb):
-        leaves = leaves_of(ens, xb)  # [T, n]
+    """``i32[T, n]`` the leaf each row ``x f32[n, E]`` reaches in each tree, tree-major (see
+    ``map_rows(rows_last=True)``), numbered as its library numbers them (``leaf_ids``) where
+    it does not count depth-first."""
+    n = x.shape[0]
+    x = row_blocks(x, block).reshape(-1, x.shape[1])
+
+    def block_leaves(start):
+        leaves = leaves_of(ens, jax.lax.dynamic_slice_in_dim(x, start, block))  # [T, block]
         if ens.leaf_ids is not None:  # the library's own numbers
             leaves = jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)
-        return leaves.T
+        return leaves
 
-    return map_blocks(one_block, x, block)
+    return fill_blocks(block_leaves, n, block)
 
 
 def predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:

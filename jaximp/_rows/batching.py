@@ -159,13 +159,39 @@ def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
     return out
 
 
+def fill_blocks(block_fn: Callable, n: int, block: int) -> Array:
+    """``[..., n]``: ``block_fn(start) -> [..., block]``, the result of rows ``start`` to
+    ``start + block`` with rows on its last axis, written block after block into one array.
+
+    A loop of in-place updates, for results that are wanted row-last (tree-major leaf tables):
+    XLA's CPU transposes run far below memory speed, and stacking blocks then moving the block
+    axis is one. The inputs ``block_fn`` reads must hold whole blocks (:func:`row_blocks`).
+    """
+    n_blocks = max(1, -(-n // block))
+    shape = jax.eval_shape(block_fn, jax.ShapeDtypeStruct((), jnp.int32))
+    first = jnp.zeros((*shape.shape[:-1], n_blocks * block), shape.dtype)
+
+    def write(b, out):
+        start = b * block
+        return jax.lax.dynamic_update_slice_in_dim(out, block_fn(start), start, axis=out.ndim - 1)
+
+    return jax.lax.fori_loop(0, n_blocks, write, first)[..., :n]
+
+
+_OUT_SPECS = {  # where a step's output holds its rows
+    "reduce": PartitionSpec(),  # nowhere: a per-step reduction, replicated
+    "first": PartitionSpec(_ROW_AXIS),
+    "last": PartitionSpec(None, _ROW_AXIS),  # [..., n] two-dimensional outputs
+}
+
+
 @functools.cache
-def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, reduce: bool) -> Callable:
-    """``kernel`` jitted with its rows sharded over ``devices``; its output sharded along rows,
-    or replicated when ``reduce`` (a per-step reduction)."""
+def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, rows_at: str) -> Callable:
+    """``kernel`` jitted with its rows sharded over ``devices``; its output sharded along its
+    rows (``rows_at``: ``"first"`` or ``"last"``), or replicated (``"reduce"``)."""
     fn = functools.partial(kernel, **dict(static))
     mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
-    out = PartitionSpec() if reduce else PartitionSpec(_ROW_AXIS)
+    out = _OUT_SPECS[rows_at]
     return jax.jit(
         fn,
         in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec(_ROW_AXIS))),
@@ -206,7 +232,7 @@ def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0
 
 
 def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0, progress=True,
-           per_block=False):
+           per_block=False, rows_last=False):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
@@ -226,7 +252,8 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     if is_traced(params) or is_traced(rows):
         yield kernel(params, rows, block=block, **static)
         return
-    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), reduce)
+    rows_at = "reduce" if reduce else "last" if rows_last else "first"
+    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at)
     bar = progress_bar(progress and n > per_device * len(devs), n, fn_name, delay=_PROGRESS_DELAY)
     start = 0
     try:
@@ -245,7 +272,8 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
 
 
 def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,
-             host_dtype: Any = None, row_floats: int = 0, progress: bool = True, **static: Any) -> Any:
+             host_dtype: Any = None, row_floats: int = 0, progress: bool = True, rows_last: bool = False,
+             **static: Any) -> Any:
     """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
 
     Args:
@@ -263,6 +291,11 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
         row_floats: values the kernel outputs per row, for the default step size (0: the
             platform's default).
         progress: show a progress bar when the call lasts (see :func:`_steps`).
+        rows_last: the kernel returns two-dimensional arrays ``[m, n]`` with its rows last
+            (tree-major leaf tables, see :func:`fill_blocks`). The result still has rows first:
+            on the host, the transposed view of one ``[m, N]`` array (Fortran order, each of the
+            ``m`` columns contiguous), so no transpose is ever computed; on a device, transposed
+            there.
         **static: hashable arguments compiled into the kernel.
 
     Returns:
@@ -272,25 +305,29 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     steps = _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
-                   row_floats=row_floats, progress=progress)
+                   row_floats=row_floats, progress=progress, rows_last=rows_last)
+    rows_first = (lambda a: a.T) if rows_last else (lambda a: a)  # noqa: E731
     if on_device(rows):
-        return _on_device(steps, n, host_dtype)
+        return jax.tree_util.tree_map(rows_first, _on_device(steps, n, host_dtype, axis=-1 if rows_last else 0))
     result, start, pending = None, 0, None
+
+    def empty(a):  # [N, ...] in the kernel's memory order
+        shape, dtype = (n, *a.shape[1:]), host_dtype or a.dtype
+        return np.empty(shape[::-1], dtype).T if rows_last else np.empty(shape, dtype)
 
     def to_host(step_out):
         nonlocal result, start
-        parts = jax.device_get(step_out)
+        parts = jax.tree_util.tree_map(rows_first, jax.device_get(step_out))
         if result is None:
-            result = jax.tree_util.tree_map(
-                lambda a: np.empty((n, *a.shape[1:]), host_dtype or a.dtype), parts
-            )
+            result = jax.tree_util.tree_map(empty, parts)
         stop = min(n, start + jax.tree_util.tree_leaves(parts)[0].shape[0])
         jax.tree_util.tree_map(lambda r, a: r.__setitem__(slice(start, stop), a[: stop - start]), result, parts)
         start = stop
 
     for out in steps:
         if is_traced(out):  # one traced call over all rows
-            return out if host_dtype is None else jax.tree_util.tree_map(lambda a: a.astype(host_dtype), out)
+            out = out if host_dtype is None else jax.tree_util.tree_map(lambda a: a.astype(host_dtype), out)
+            return jax.tree_util.tree_map(rows_first, out)
         if pending is not None:  # copy the previous step to the host while this one runs
             to_host(pending)
         pending = out
@@ -303,14 +340,16 @@ def on_device(rows: Any) -> bool:
     return any(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(rows))
 
 
-def _on_device(steps: Any, n: int, dtype: Any) -> Any:
-    """The steps' outputs joined on the device, padding dropped (see :func:`map_rows`)."""
+def _on_device(steps: Any, n: int, dtype: Any, axis: int = 0) -> Any:
+    """The steps' outputs joined on the device along their rows' ``axis`` (0, or -1 for
+    two-dimensional row-last outputs), padding dropped (see :func:`map_rows`)."""
     outs = list(steps)
     if len(outs) == 1:
         joined = outs[0]
     else:
-        joined = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts), *outs)
-    return jax.tree_util.tree_map(lambda a: a[:n] if dtype is None else a[:n].astype(dtype), joined)
+        joined = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts, axis=axis), *outs)
+    kept = (lambda a: a[:n]) if axis == 0 else (lambda a: a[:, :n])  # noqa: E731
+    return jax.tree_util.tree_map(lambda a: kept(a) if dtype is None else kept(a).astype(dtype), joined)
 
 
 def sum_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,
