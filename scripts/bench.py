@@ -833,7 +833,7 @@ def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str
         "jaximp's times include featurizing the raw frame (hashing, CTRs), timed alone in its own row",
         "- Depthwise and Lossguide rows: CatBoostRegressor(iterations=200, depth=8, grow_policy='Depthwise' "
         "or 'Lossguide') on 20k rows of the reference distribution, reloaded from its JSON export; "
-        "'Explainer' keeps the per-leaf SHAP tables that a plain shap_values call builds each time",
+        "'Explainer' keeps the per-leaf paths and covers that a plain shap_values call builds each time",
         "",
         "| workload | rows | reference | reference s | jaximp s | speed-up | rows/s (jaximp) | check |",
         "|---|---:|---|---:|---:|---:|---:|---|",
@@ -1045,7 +1045,9 @@ def section_notes(group: str) -> list[str]:
         "  column); WOODELF uses every row too (off by up to 1.8 on a few XGBoost rows).",
         "- Deep trees: a path's slots are its players (distinct features), not its edges: the LightGBM",
         "  paths of up to 31 edges read at most 22 features, 90% of them at most 13, and the per-leaf",
-        "  tables cost 2**players. The leaves of all trees are grouped by players into at most 6 buckets,",
+        "  tables of interventional values cost 2**players. Path-dependent values use quadrature of each",
+        "  leaf's path polynomial at every depth (faster on CPU than a table lookup). The leaves of all",
+        "  trees are grouped by players into at most 6 buckets,",
         "  each padded only to its own most. Interventional values of the buckets with more players than",
         "  tables pay for (LightGBM's first 100 trees: 59 leaves of 16 to 18) pair every row with every",
         "  background row, O(N B L D).",

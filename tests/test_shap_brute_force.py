@@ -273,7 +273,6 @@ def no_tables(monkeypatch):
     """Force the deep-tree kernels (quadrature, count formula) on shallow trees."""
     import jaximp._shap.tree_plans as tree_shap
 
-    monkeypatch.setattr(tree_shap, "MAX_TABLE_DEPTH", 0)
     monkeypatch.setattr(tree_shap, "MAX_PAIR_DEPTH", 0)
     monkeypatch.setattr(tree_shap, "MAX_INTERVENTIONAL_DEPTH", 0)
 

@@ -111,12 +111,12 @@ def test_bucket_leaves_hold_every_leaf_once():
 @pytest.mark.parametrize("max_buckets", [1, 6])
 def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
     """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
-    leaf and in the buckets of their own depths that many rows get (no compile time weighed: a
-    first call of few rows takes fewer buckets)."""
+    leaf and in as many buckets of their own depths (no cost weighed per bucket, neither compile
+    time nor each bucket's own steps)."""
     import jaximp._shap.tree_plans as tree_shap
 
     fitted = lightgbm_deep()
-    layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets)
+    layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets, overhead=0.0)
     monkeypatch.setattr(tree_shap, "plan_layout", layout)
     monkeypatch.setattr(tree_shap, "_BUCKET_COMPILE_NS", 0.0)
     ens = jaximp.from_lightgbm(fitted.model)

@@ -406,12 +406,15 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
     return _fit_tables(layout, table_floats, table_bytes)
 
 
-def path_costs(d: int, rows: int = 256) -> tuple[float, float]:
+def path_costs(d: int, rows: int = 256, pairs: bool = False) -> tuple[float, float]:
     """``(table, quadrature)`` cost of the path-dependent games per leaf and row of a bucket of
     depth ``d``, in ns measured on CPU: ``2 (d + 2)`` per lookup plus the table's build
     (``(d + 1) 2**d`` per leaf) spread over the ``rows`` explained; quadrature
-    ``20 + 2 d ceil(d / 2)``."""
-    return 2.0 * (d + 2) + (d + 1) * (1 << d) / rows, 20.0 + 2.0 * d * (-(-d // 2))
+    ``4 + 0.15 d ceil(d / 2)`` for SHAP values (cheaper than a lookup at every depth a table
+    holds, so their buckets have none), ``20 + 2 d ceil(d / 2)`` for interactions."""
+    nodes = -(-d // 2)
+    quadrature = 20.0 + 2.0 * d * nodes if pairs else 4.0 + 0.15 * d * nodes
+    return 2.0 * (d + 2) + (d + 1) * (1 << d) / rows, quadrature
 
 
 def interventional_costs(d: int, n_background: int, rows: int = 256) -> tuple[float, float]:

@@ -33,7 +33,7 @@ from jaximp._leaves.trees import node_decisions
 from jaximp._models.ensemble import safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import resolve_devices, row_blocks, sum_rows
-from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group, path_table
+from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.paths import (
     Edges,
     Layout,
@@ -53,7 +53,6 @@ from jaximp._shap.paths import (
     tree_paths,
 )
 
-MAX_TABLE_DEPTH = 12  # path and interventional tables hold 2**d floats per leaf; deeper: quadrature
 MAX_PAIR_DEPTH = 8  # interaction tables cost 4**d per leaf; deeper buckets: quadrature
 MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**d floats per leaf, within _TABLE_BYTES
 _TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table buckets turn to quadrature beyond
@@ -141,7 +140,7 @@ class ShapPlan:
 
 def _table_floats(name: str, n_outputs: int):
     """A bucket's table floats per leaf, as a function of its depth."""
-    return {"path": lambda d: 1 << d, "interventional": lambda d: 3 << d,
+    return {"path": lambda d: 0, "interventional": lambda d: 3 << d,  # SHAP values: no tables
             "pairs": lambda d: (d * d * n_outputs) << d}[name]
 
 
@@ -159,10 +158,9 @@ def _layout(ens: TreeEnsemble, name: str, n_background: int = 0, n_rows: int | N
     """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
     traced); tables are built once for the ``n_rows`` rows to explain (256 when not known)."""
     players = path_players(ens, structure)
-    table_depth = {"pairs": MAX_PAIR_DEPTH, "path": MAX_TABLE_DEPTH,
-                   "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
+    table_depth = {"pairs": MAX_PAIR_DEPTH, "path": 0, "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
     rows = max(n_rows or 256, 1)
-    costs = ((lambda d: path_costs(d, rows)) if name != "interventional"
+    costs = ((lambda d: path_costs(d, rows, pairs=name == "pairs")) if name != "interventional"
              else lambda d: interventional_costs(d, n_background, rows))
     layout = plan_layout(players, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
                          table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs,
@@ -280,9 +278,7 @@ def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], structur
         index = jnp.asarray(index)
         entries = 0 if b.depth <= _BIT_DEPTH else ens.depth  # edges, where bit patterns do not hold the slots
         part, value = bucket(paths, index, b.depth, entries), values[index]  # [n_chunks, leaves, d], [..., K]
-        if b.tables and table == "path":
-            data = jax.lax.map(lambda p: path_table(one_group(p))[0], part)
-        elif b.tables and table == "pairs":
+        if b.tables and table == "pairs":
             data = jax.lax.map(lambda p: interaction_path_table(one_group(p))[0], part)
             data = data[..., None] * value[:, :, None, None, None, :]
         else:

@@ -1,4 +1,4 @@
-"""SHAP values of :class:`TreeEnsemble` models: a path decomposition with per-leaf tables.
+"""SHAP values of :class:`TreeEnsemble` models: a path decomposition into per-leaf games.
 
 A tree's value function is a sum over its leaves of *product games* (the decomposition of
 GPUTreeShap, Mitchell et al. 2022). Leaf ``l`` holds value ``v_l`` at the end of a path whose
@@ -13,31 +13,24 @@ cover(node)`` (0.5 at a node of zero cover, as in ``jaximp._shap.oblivious_table
   ``v_l(S) = mean_b v_l prod_{j in S} o_j(x) prod_{j not in S} o_j(b)``;
 
 and a tree's SHAP values are the sum over its leaves of the Shapley values of these games. With
-``U`` the players where ``o_j(x) = 1``, ``m`` the path's players, ``w_m(s) = s! (m-s-1)! / m!``,
-``Z0 = prod_{j not in U} z_j`` and ``Phi_l[U] = sum_{S subset U} w_m(|S|) prod_{j in U \\ S} z_j``:
-
-    phi_j = v_l Z0 (1 - z_j) Phi_l[U - j]   if o_j = 1,      phi_j = -v_l Z0 Phi_l[U]   if o_j = 0
-
-(no division, so zero covers are safe). ``Phi_l`` is a per-leaf table over the ``2**m`` subsets
-of the path's players, built once per model; a row costs O(L D) per tree: its pattern ``U`` at
-every leaf, ``m + 1`` lookups and a scatter onto features. The interventional game's value
-depends on a background row only through its pattern at the leaf, so a per-leaf background
-histogram gives a table over the patterns ``U`` and players ``j`` (``4**m`` work per leaf, small
-trees only). Saabas (``approximate``) credits each edge of the row's own path with the change of
-the cover-weighted mean value.
-
-Paths of more players than the tables allow (deep trees reading many features) use the same
-games without tables. With
-``f_j(t) = z_j + (o_j - z_j) t`` and ``w_m(s) = integral_0^1 t^s (1 - t)^(m-s-1) dt``,
+``m`` the path's players, ``f_j(t) = z_j + (o_j - z_j) t`` and the Shapley weights
+``s! (m-s-1)! / m! = integral_0^1 t^s (1 - t)^(m-s-1) dt``,
 
     phi_j = v_l (o_j - z_j) integral_0^1 prod_{k != j} f_k(t) dt
 
 (and ``Phi_ij = v_l (o_i - z_i)(o_j - z_j) / 2 integral prod_{k != i, j} f_k`` for interactions),
 a polynomial of degree below ``m`` integrated exactly by Gauss-Legendre quadrature on
-``ceil(m / 2)`` nodes: O(L D^2) per row and tree, no ``2**m`` memory. The interventional game
-over one background row is the same game with ``z_j = o_j(b)``; its Shapley values depend only
-on the counts of slots the row takes and the background row misses (``n_a``) and conversely
-(``n_b``), so the background is summed by matrix products over slots (O(L D B) per row and tree).
+``ceil(m / 2)`` nodes: O(L D^2) per row and tree, no ``2**m`` memory, and on CPU faster than
+looking up a per-leaf table of the ``2**m`` subsets (the path-dependent SHAP values use it at
+every depth). Interactions of shallow paths look their Shapley values up in per-leaf tables
+over the row's pattern (``4**m`` work per leaf, built once per model). The interventional
+game's value depends on a background row only through its pattern at the leaf, so a per-leaf
+background histogram gives a table over the patterns (shallow paths). Deeper, the game over one
+background row is the same game with ``z_j = o_j(b)``; its Shapley values depend only on the
+counts of slots the row takes and the background row misses (``n_a``) and conversely (``n_b``),
+so the background is summed by matrix products over slots (O(L D B) per row and tree). Saabas
+(``approximate``) credits each edge of the row's own path with the change of the cover-weighted
+mean value.
 
 Paths, players, row patterns and buckets of leaves by players per path: ``jaximp._shap.paths``;
 the games' Shapley values per bucket, by tables or quadrature: ``jaximp._shap.games``; what a
@@ -70,7 +63,6 @@ from jaximp._shap.games import (
     interventional_lookup_phi,
     one_group,
     pair_lookup_phi,
-    path_lookup_phi,
     quadrature_path_phi,
     scatter,
 )
@@ -105,7 +97,7 @@ def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: 
     at every leaf, then each bucket's games chunk by chunk."""
     u, decisions = row_patterns(kind, plan, xt)
     pairs = kind.name == "pairs"
-    lookup = {"path": path_lookup_phi, "pairs": pair_lookup_phi, "interventional": interventional_lookup_phi}[kind.name]
+    lookup = {"pairs": pair_lookup_phi, "interventional": interventional_lookup_phi}.get(kind.name)
 
     def games(b):
         def chunk_phi(part):
