@@ -243,7 +243,6 @@ def _pad_trees(tree: Any, chunk: int) -> Any:
     return jax.tree_util.tree_map(lambda a: row_blocks(a, chunk).reshape((-1,) + a.shape[1:]), tree)
 
 
-@jax.jit
 def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     """``ens`` with ``leaf_weights = weights f32[T, L]`` and the values of the leaves of
     negligible weight set to 0.
@@ -266,8 +265,11 @@ def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], structur
           layout: Layout, table: str = "") -> Plan:
     """The plan of ``ens`` with covers from ``weights f32[T, L]``, ``trees`` per chunk of trees
     and each bucket's ``leaves i32[n_chunks, leaves]`` (``jaximp._shap.paths.bucket_leaves``);
-    ``table``: "path" or "pairs" builds those tables in the buckets that use tables ("": none
-    yet); ``structure``: the trees' :class:`jaximp._shap.paths.Structure` (None when traced)."""
+    ``table``: the path-dependent kinds, "path" or "pairs" (:func:`covered` leaves, and the
+    tables of the buckets that use tables), or "" (interventional: no tables yet);
+    ``structure``: the trees' :class:`jaximp._shap.paths.Structure` (None when traced)."""
+    if table:
+        ens = covered(ens, weights)
     paths = tree_paths(ens, weights, structure)
     edges = tree_edges(ens, paths, structure)
     paths = flat_leaves(_pad_trees(paths, trees), ens.n_nodes)  # [T L + 1, D]
@@ -301,9 +303,8 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     step = _step(ens, kind, _platform(devices, x, fn_name))
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
-    model = covered(ens, weights) if name != "interventional" else ens
     table = "" if name == "interventional" else name
-    arrays = _plan(model, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
+    arrays = _plan(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
     return ShapPlan(kind, arrays, step.rows)
 
 
