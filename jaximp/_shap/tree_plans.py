@@ -252,7 +252,8 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     never enters a child whose subtree weight is ``FuzzyEquals(1 + w, 1)``, hot or cold, so such
     leaves take no part in SHAP values or interactions. Trained weights rarely have them (and
     their leaves are 0 then); weights counted on explained rows often do. Zeroing their values
-    drops exactly those leaves from the per-leaf tables, whose terms are linear in the value.
+    drops exactly those leaves from the games (tables and quadrature), whose terms are linear in
+    the value.
     """
     negligible = jnp.abs(weights) <= 1e-13 * jnp.minimum(jnp.abs(1.0 + weights), 1.0)
     values = jnp.where(negligible[..., None], 0.0, ens.leaf_values).astype(ens.leaf_values.dtype)
