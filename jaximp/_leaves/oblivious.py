@@ -106,6 +106,16 @@ def tree_leaves(ens: ObliviousEnsemble, x: Array) -> Array:
     return tree_leaves_from_bins(ens, quantize(ens, x, fused=True))
 
 
+def step_bins(ens: ObliviousEnsemble, x: Array, block: int) -> Array:
+    """``[E, n_blocks * block]`` the bins of rows ``x f32[n, E]`` zero-padded to whole blocks,
+    quantized in one pass for a loop over blocks to read."""
+    x = row_blocks(x, block)
+    n_blocks = x.shape[0]
+    # One block: no loop separates quantizing from its consumers, and XLA would fuse the
+    # fence search into every gather of its result; a search loop is never fused.
+    return quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)
+
+
 def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *others: Any,
                reduce: bool = False) -> Any:
     """``fn(leaves, *others_block)`` over blocks of ``block`` rows, the rows quantized once.
@@ -129,11 +139,8 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
         ``fn``'s results for the ``n`` rows (leading axis ``n``), or their sum when ``reduce``.
     """
     n = x.shape[0]
-    x = row_blocks(x, block)
-    n_blocks = x.shape[0]
-    # One block: no loop separates quantizing from its consumers, and XLA would fuse the
-    # fence search into every gather of its result; a search loop is never fused.
-    bins = quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)  # [E, n_blocks * block]
+    bins = step_bins(ens, x, block)
+    n_blocks = bins.shape[1] // block
     bins = bins.reshape(-1, n_blocks, block).transpose(1, 0, 2)  # [n_blocks, E, block]
     others = jax.tree_util.tree_map(lambda a: row_blocks(a, block), others)
     out = jax.lax.map(lambda args: fn(tree_leaves_from_bins(ens, args[0]), *args[1]), (bins, others))
@@ -151,15 +158,12 @@ def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
     """``[T, n]`` the leaf each row ``x f32[n, E]`` reaches in each tree, tree-major and narrow
     (``u8`` up to depth 8): the public function widens it to int32 while copying to the host
     and hands it out rows first without transposing (see ``map_rows(rows_last=True)``)."""
-    n = x.shape[0]
-    x = row_blocks(x, block)
-    n_blocks = x.shape[0]
-    bins = quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)  # see map_leaves
+    bins = step_bins(ens, x, block)
 
     def block_leaves(start):
         return tree_leaves_from_bins(ens, jax.lax.dynamic_slice_in_dim(bins, start, block, axis=1))
 
-    return fill_blocks(block_leaves, n, block)
+    return fill_blocks(block_leaves, x.shape[0], block)
 
 
 def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
