@@ -25,7 +25,9 @@ from oracles import assert_close, catboost_interactions, catboost_shap, raw_outp
 
 import jaximp
 from jaximp._importers.cbm import read_cbm
-from jaximp._rows import pools
+from jaximp._leaves.predict import KERNELS, predict_rows
+from jaximp._rows import ctr_values, pools
+from jaximp._rows.batching import features_first
 from jaximp._rows.inputs import as_features
 
 # Trees without splits -----------------------------------------------------------------------------------------
@@ -210,6 +212,50 @@ def test_categorical_pools(name, tmp_path):
                  raw_output(reference, data).reshape(len(frame), -1))
     values, _ = catboost_shap(reference, data)
     assert_close(np.asarray(jaximp.shap_values(ens, data)).reshape(values.shape), values)
+
+
+def test_featurized_rows_reach_the_kernels_feature_major():
+    """A categorical model's rows come out of featurizing feature-major (Fortran order) and go to
+    the kernels so, step after step (the last one partly padding), on one device and sharded over
+    two: predictions, leaf indices, SHAP values and SHAP interaction values equal CatBoost's, and
+    are identical to those of the same rows laid out row-major (which the kernels transpose)."""
+    fitted = models.catboost_categorical("combinations_2")
+    ens, model = fitted.ens, fitted.model
+    frame = models.make_frame(2500, seed=7, unseen=True)
+    x = as_features(frame, ens, "test")
+    assert x.flags.f_contiguous and not x.flags.c_contiguous
+    assert features_first(KERNELS["oblivious"].predict, x) and not features_first(
+        KERNELS["oblivious"].predict, np.ascontiguousarray(x))
+    data = models.pool(frame)
+    expected_raw, expected_leaves = raw_output(model, data), model.calc_leaf_indexes(data)
+    values, _ = catboost_shap(model, data)
+    few = frame.iloc[:300]
+    pairs = catboost_interactions(model, models.pool(few))
+    for kw in (dict(batch_size=1024), dict(batch_size=1024, devices=2), {}):
+        raw = predict_rows(ens, x, **kw)
+        np.testing.assert_array_equal(raw, predict_rows(ens, np.ascontiguousarray(x), **kw))
+        assert_close(raw, expected_raw)
+        np.testing.assert_array_equal(jaximp.leaf_indices(ens, frame, **kw), expected_leaves)
+        assert_close(np.asarray(jaximp.shap_values(ens, frame, **kw)).reshape(values.shape), values)
+    interactions = jaximp.shap_interaction_values(ens, few, batch_size=128)
+    assert_close(np.asarray(interactions).reshape(pairs.shape), pairs)
+
+
+def test_ctrs_of_many_rows_in_two_threads(monkeypatch):
+    """Many rows have half of their CTR projections evaluated in a second thread: the bins equal
+    those of one thread, and the predictions CatBoost's (unseen categories and projections of
+    several categorical columns included)."""
+    fitted = models.catboost_categorical("combinations_4")
+    frame = models.make_frame(20_000, seed=8, unseen=True)
+    submitted = []
+    worker = ctr_values._worker
+    monkeypatch.setattr(ctr_values, "_worker", lambda: submitted.append(1) or worker())
+    threaded = as_features(frame, fitted.ens, "test")
+    assert submitted
+    monkeypatch.setattr(ctr_values, "_THREADED_ROWS", len(frame) + 1)
+    np.testing.assert_array_equal(as_features(frame, fitted.ens, "test"), threaded)
+    assert len(submitted) == 1
+    assert_close(predict_rows(fitted.ens, threaded), raw_output(fitted.model, models.pool(frame)))
 
 
 def test_pools_read_in_slices(monkeypatch):

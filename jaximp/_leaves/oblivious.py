@@ -21,7 +21,7 @@ from jax import Array
 
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.oblivious import ObliviousEnsemble, nan_fill_values
-from jaximp._rows.batching import fill_blocks, row_blocks
+from jaximp._rows.batching import fill_blocks, row_blocks, whole_blocks
 
 
 def bin_dtype(ens: ObliviousEnsemble):
@@ -37,7 +37,7 @@ def leaf_dtype(ens: ObliviousEnsemble):
 _FENCES = 31  # borders every value is compared with at once before the binary search
 
 
-def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
+def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False, features_first: bool = False) -> Array:
     """``[E, n]`` bin of each value against its feature's borders (NaN per the model's mode).
 
     Each feature's borders are padded with ``+inf`` to ``size - 1``, ``size`` a power of two. A
@@ -50,27 +50,31 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False) -> Array:
 
     Args:
         ens: the model.
-        x: ``f32[n, E]`` rows.
+        x: ``f32[n, E]`` rows, or ``[E, n]`` with ``features_first``.
         fused: the result feeds gathers in the same XLA computation: use a binary search in
             a loop (slower, but never fused into its consumers) instead.
+        features_first: ``x`` holds the rows feature-major, ``[E, n]``, as the result does: no
+            transpose (a categorical model's featurized rows come so, see :func:`map_leaves`).
 
     Returns:
         ``u8[E, n]`` (or ``i32`` for more than 254 borders) with ``bin = #{borders < x}``.
     """
+    xt = x if features_first else x.T
     if ens.n_searched is None:
-        return _search(ens.borders, nan_fill_values(ens), x, bin_dtype(ens), fused)
+        return _search(ens.borders, nan_fill_values(ens), xt, bin_dtype(ens), fused)
     searched = ens.n_searched
-    binned = x[:, searched:].T.astype(bin_dtype(ens))
+    binned = xt[searched:].astype(bin_dtype(ens))
     if not searched:
         return binned
-    head = _search(ens.borders[:searched], nan_fill_values(ens)[:searched], x[:, :searched],
+    head = _search(ens.borders[:searched], nan_fill_values(ens)[:searched], xt[:searched],
                    bin_dtype(ens), fused)
     return jnp.concatenate([head, binned])
 
 
-def _search(borders: Array, nan_fill: Array, x: Array, dtype: Any, fused: bool) -> Array:
-    """``[E, n]`` ``#{borders[f] < x[:, f]}`` for the features of ``borders`` (see :func:`quantize`)."""
-    x = jnp.where(jnp.isnan(x), nan_fill, x).T  # [E, n]
+def _search(borders: Array, nan_fill: Array, xt: Array, dtype: Any, fused: bool) -> Array:
+    """``[E, n]`` ``#{borders[f] < xt[f]}`` for the features of ``borders`` and rows ``xt [E, n]``
+    (see :func:`quantize`)."""
+    x = jnp.where(jnp.isnan(xt), nan_fill[:, None], xt)  # [E, n]
     if fused:
         search = lambda b, col: jnp.searchsorted(b, col, side="left", method="scan")  # noqa: E731
         return jax.vmap(search)(borders, x).astype(dtype)
@@ -106,44 +110,51 @@ def tree_leaves(ens: ObliviousEnsemble, x: Array) -> Array:
     return tree_leaves_from_bins(ens, quantize(ens, x, fused=True))
 
 
-def step_bins(ens: ObliviousEnsemble, x: Array, block: int) -> Array:
-    """``[E, n_blocks * block]`` the bins of rows ``x f32[n, E]`` zero-padded to whole blocks,
-    quantized in one pass for a loop over blocks to read."""
-    x = row_blocks(x, block)
-    n_blocks = x.shape[0]
+def step_bins(ens: ObliviousEnsemble, x: Array, block: int, features_first: bool = False) -> Array:
+    """``[E, n_blocks * block]`` the bins of rows ``x f32[n, E]`` (``[E, n]`` with
+    ``features_first``) zero-padded to whole blocks, quantized in one pass for a loop over blocks
+    to read."""
+    x = whole_blocks(x, block, axis=1 if features_first else 0)
     # One block: no loop separates quantizing from its consumers, and XLA would fuse the
     # fence search into every gather of its result; a search loop is never fused.
-    return quantize(ens, x.reshape(n_blocks * block, -1), fused=n_blocks == 1)
+    n_blocks = x.shape[1 if features_first else 0] // block
+    return quantize(ens, x, fused=n_blocks == 1, features_first=features_first)
 
 
 def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *others: Any,
-               reduce: bool = False) -> Any:
+               reduce: bool = False, features_first: bool = False) -> Any:
     """``fn(leaves, *others_block)`` over blocks of ``block`` rows, the rows quantized once.
 
     The shared data path of every row kernel: all ``n`` rows are quantized in one pass (see
-    :func:`quantize`), then each block's ``u8[E, block]`` bins give its leaves ``[T, block]``
-    and ``fn`` turns them into the block's result in cache. Rows are zero-padded to whole
-    blocks, so every block runs the same program.
+    :func:`quantize`), then each block's ``u8[E, block]`` bins (a slice of the feature-major
+    bins: no transpose) give its leaves ``[T, block]`` and ``fn`` turns them into the block's
+    result in cache. Rows are zero-padded to whole blocks, so every block runs the same program.
 
     Args:
         fn: ``fn(leaves [T, block], *others_block)``: a pytree with leading axis ``block``, or
             any pytree when ``reduce``.
         ens: the model.
-        x: ``f32[n, E]`` rows.
+        x: ``f32[n, E]`` rows, or ``[E, n]`` with ``features_first``.
         block: rows per block.
         *others: pytrees of per-row arrays ``[n, ...]`` that ``fn`` also gets, cut in blocks
             (padding rows are zeros).
         reduce: sum ``fn``'s results over blocks instead of stacking them along rows.
+        features_first: ``x`` is feature-major (see :func:`quantize`).
 
     Returns:
         ``fn``'s results for the ``n`` rows (leading axis ``n``), or their sum when ``reduce``.
     """
-    n = x.shape[0]
-    bins = step_bins(ens, x, block)
+    n = x.shape[1 if features_first else 0]
+    bins = step_bins(ens, x, block, features_first)
     n_blocks = bins.shape[1] // block
-    bins = bins.reshape(-1, n_blocks, block).transpose(1, 0, 2)  # [n_blocks, E, block]
     others = jax.tree_util.tree_map(lambda a: row_blocks(a, block), others)
-    out = jax.lax.map(lambda args: fn(tree_leaves_from_bins(ens, args[0]), *args[1]), (bins, others))
+
+    def one_block(args):
+        b, rest = args
+        leaves = tree_leaves_from_bins(ens, jax.lax.dynamic_slice_in_dim(bins, b * block, block, axis=1))
+        return fn(leaves, *rest)
+
+    out = jax.lax.map(one_block, (jnp.arange(n_blocks, dtype=jnp.int32), others))
     if reduce:
         return jax.tree_util.tree_map(lambda a: a.sum(0), out)
     return jax.tree_util.tree_map(lambda a: a.reshape(n_blocks * block, *a.shape[2:])[:n], out)
@@ -154,21 +165,22 @@ def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
     return leaf_prediction(ens, tree_leaves(ens, x))
 
 
-def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    """``[T, n]`` the leaf each row ``x f32[n, E]`` reaches in each tree, tree-major and narrow
-    (``u8`` up to depth 8): the public function widens it to int32 while copying to the host
-    and hands it out rows first without transposing (see ``map_rows(rows_last=True)``)."""
-    bins = step_bins(ens, x, block)
+def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+    """``[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``) reaches
+    in each tree, tree-major and narrow (``u8`` up to depth 8): the public function widens it to
+    int32 while copying to the host and hands it out rows first without transposing (see
+    ``map_rows(rows_last=True)``)."""
+    bins = step_bins(ens, x, block, features_first)
 
     def block_leaves(start):
         return tree_leaves_from_bins(ens, jax.lax.dynamic_slice_in_dim(bins, start, block, axis=1))
 
-    return fill_blocks(block_leaves, x.shape[0], block)
+    return fill_blocks(block_leaves, x.shape[1 if features_first else 0], block)
 
 
-def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]``."""
-    return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block)
+def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``)."""
+    return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block, features_first=features_first)
 
 
 def histogram_kernel(ens: ObliviousEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:

@@ -129,11 +129,18 @@ def power_of_two_rows(a: Array) -> Array:
     return jnp.pad(a, ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
 
 
+def whole_blocks(a: Array, block: int, axis: int = 0) -> Array:
+    """``a`` with its rows (along ``axis``) zero-padded to a whole number of blocks, at least one."""
+    n = a.shape[axis]
+    pad = [(0, 0)] * a.ndim
+    pad[axis] = (0, max(1, -(-n // block)) * block - n)
+    return jnp.pad(a, pad)
+
+
 def row_blocks(a: Array, block: int) -> Array:
     """``[n, ...] -> [ceil(n / block), block, ...]``, the last block zero-padded (at least one)."""
-    n_blocks = max(1, -(-a.shape[0] // block))
-    a = jnp.pad(a, ((0, n_blocks * block - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
-    return a.reshape(n_blocks, block, *a.shape[1:])
+    a = whole_blocks(a, block)
+    return a.reshape(-1, block, *a.shape[1:])
 
 
 def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
@@ -178,7 +185,7 @@ def fill_blocks(block_fn: Callable, n: int, block: int) -> Array:
     return jax.lax.fori_loop(0, n_blocks, write, first)[..., :n]
 
 
-_OUT_SPECS = {  # where a step's output holds its rows
+_ROW_SPECS = {  # where an array of a step holds its rows
     "reduce": PartitionSpec(),  # nowhere: a per-step reduction, replicated
     "first": PartitionSpec(_ROW_AXIS),
     "last": PartitionSpec(None, _ROW_AXIS),  # [..., n] two-dimensional outputs
@@ -186,17 +193,28 @@ _OUT_SPECS = {  # where a step's output holds its rows
 
 
 @functools.cache
-def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, rows_at: str) -> Callable:
-    """``kernel`` jitted with its rows sharded over ``devices``; its output sharded along its
-    rows (``rows_at``: ``"first"`` or ``"last"``), or replicated (``"reduce"``)."""
+def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, rows_at: str,
+              rows_in: str = "first") -> Callable:
+    """``kernel`` jitted with its rows sharded over ``devices`` along their first axis (their last
+    for ``rows_in="last"``: feature-major rows); its output sharded along its rows (``rows_at``:
+    ``"first"`` or ``"last"``), or replicated (``"reduce"``)."""
     fn = functools.partial(kernel, **dict(static))
     mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
-    out = _OUT_SPECS[rows_at]
+    out = _ROW_SPECS[rows_at]
     return jax.jit(
         fn,
-        in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec(_ROW_AXIS))),
+        in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, _ROW_SPECS[rows_in])),
         out_shardings=NamedSharding(mesh, out),
     )
+
+
+def features_first(kernel: Callable, rows: Any) -> bool:
+    """Whether to hand ``kernel`` its rows feature-major, ``[E, n]`` steps of ``rows.T``: the rows
+    are one host array laid out so (Fortran order, as a categorical model's featurized rows and
+    many DataFrames' ``to_numpy()`` are) and the kernel takes a ``features_first`` keyword. The
+    step then reaches the device by contiguous copies, and the kernel reads it without a transpose."""
+    return (isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.flags.f_contiguous
+            and not rows.flags.c_contiguous and "features_first" in inspect.signature(kernel).parameters)
 
 
 def _rows_device(rows: Any) -> Any:
@@ -253,7 +271,13 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
         yield kernel(params, rows, block=block, **static)
         return
     rows_at = "reduce" if reduce else "last" if rows_last else "first"
-    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at)
+    transposed = features_first(kernel, rows)
+    if transposed:  # steps of the [E, N] array: ``_padded`` pads the last axis
+        static, rows = {**static, "features_first": True}, rows.T
+    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at,
+                         "last" if transposed else "first")
+    cut = (lambda a, start, step: _padded(a[:, start : start + step], step, axis=1)) if transposed else (  # noqa: E731
+        lambda a, start, step: _padded(a[start : start + step], step))
     bar = progress_bar(progress and n > per_device * len(devs), n, fn_name, delay=_PROGRESS_DELAY)
     start = 0
     try:
@@ -262,7 +286,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
             step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
             if n < block * len(devs) and not (reduce or per_block):  # a small call: a power of two of rows
                 step = min(step, max(_MIN_STEP, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
-            yield compiled(params, jax.tree_util.tree_map(lambda a: _padded(a[start : start + step], step), rows))
+            yield compiled(params, jax.tree_util.tree_map(lambda a: cut(a, start, step), rows))
             if bar is not None:
                 bar.update(min(step, n - start))
             start += step
@@ -482,9 +506,12 @@ def where_rows(result: Any, rows: Any) -> Any:
     return np.asarray(result)
 
 
-def _padded(a: Any, size: int) -> Any:
-    missing = size - a.shape[0]
+def _padded(a: Any, size: int, axis: int = 0) -> Any:
+    """``a`` zero-padded to ``size`` rows along ``axis``."""
+    missing = size - a.shape[axis]
     if missing == 0:
         return a
     xp = jnp if isinstance(a, jax.Array) else np
-    return xp.concatenate([a, xp.zeros((missing, *a.shape[1:]), a.dtype)])
+    shape = list(a.shape)
+    shape[axis] = missing
+    return xp.concatenate([a, xp.zeros(shape, a.dtype)], axis=axis)

@@ -22,6 +22,19 @@ from typing import Any
 import numpy as np
 
 _MAX_BITS = 12  # a projection with more bits than this hashes every row instead
+_THREADED_ROWS = 8192  # fewer rows: every projection in the calling thread
+_WORKER: list = []
+_WORKER_LOCK = threading.Lock()
+
+
+def _worker() -> Any:
+    """The one worker thread that evaluates half of the projections (made on first use)."""
+    with _WORKER_LOCK:
+        if not _WORKER:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="jaximp-ctrs"))
+        return _WORKER[0]
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -51,6 +64,7 @@ class CtrValues:
             groups.setdefault((ctr.cat_features, ctr.float_elements, ctr.one_hot_elements), []).append(j)
         self._ctrs = list(ctrs)
         self._groups = list(groups.items())  # [(projection, CTR positions)]
+        self._single = sorted({cats[0] for (cats, *_), _ in self._groups if len(cats) == 1})
         self._lock = threading.Lock()
         self._vocab: dict[int, np.ndarray] = {}  # categorical feature -> sorted known hashes
         self._tables: dict[tuple, tuple[int, np.ndarray]] = {}  # projection -> (vocab size, table)
@@ -96,8 +110,8 @@ class CtrValues:
                 shifted[cat, n_bits] = shifted[cat, 0] << n_bits
             return shifted[cat, n_bits]
 
-        with self._lock:
-            for (cats, float_elements, one_hot_elements), members in self._groups:
+        def run(groups: list) -> None:
+            for (cats, float_elements, one_hot_elements), members in groups:
                 elements = [("f", f, b) for f, b in float_elements] + [("c", c, v) for c, v in one_hot_elements]
                 if len(cats) == 1 and len(elements) <= _MAX_BITS:
                     index = shifted_ids(cats[0], len(elements))
@@ -115,6 +129,18 @@ class CtrValues:
                     codes, distinct = _factorize(self._hash(keys, n))
                     for j in members:
                         np.take(self._ctrs[j].bins(distinct).astype(dtype), codes, out=out[j])
+
+        with self._lock:
+            for cat in self._single:  # every vocabulary extended here, before any table is read
+                shifted_ids(cat, 0)
+            if n < _THREADED_ROWS or len(self._groups) < 2:
+                run(self._groups)
+            else:  # half of the projections in a second thread (NumPy's gathers release the GIL)
+                half = _worker().submit(run, self._groups[1::2])
+                try:
+                    run(self._groups[::2])
+                finally:
+                    half.result()
         return out
 
     def _categories(self, cat: int, hashes: np.ndarray) -> np.ndarray:

@@ -65,6 +65,9 @@ def _factorize(values: Any) -> tuple[np.ndarray, Any]:
     if pd is not None:
         if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
             return np.asarray(values.cat.codes), list(values.cat.categories)
+        if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):
+            codes, uniques = values.factorize(use_na_sentinel=True)  # in C (Arrow's for Arrow strings)
+            return np.asarray(codes), uniques.tolist()
         codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
         return codes, list(uniques)
     array = np.asarray(values, dtype=object)

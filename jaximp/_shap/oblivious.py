@@ -165,16 +165,17 @@ def values_block(tab: ShapTables, block: int, platform: str = "cpu") -> int:
     return _gather_block(block, t * d * k, platform)
 
 
-def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int, platform: str) -> Array:
+def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int, platform: str,
+                   features_first: bool = False) -> Array:
     ens, tab = params
     return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves), ens, x,
-                      values_block(tab, block, platform))
+                      values_block(tab, block, platform), features_first=features_first)
 
 
 def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int,
-                        platform: str, per_player: bool = False) -> Array:
+                        platform: str, per_player: bool = False, features_first: bool = False) -> Array:
     """``[n, F, F, K]`` interaction values of rows ``x`` (``[n, P, P, K]`` of the players with
-    ``per_player``)."""
+    ``per_player``; rows ``[E, n]`` with ``features_first``, see ``map_leaves``)."""
     ens, tab = params
     t, d, _, k, _ = tab.values.shape
     f = ens.n_players
@@ -188,7 +189,7 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
         out = jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, P, P, K]
         return out if per_player else _pairs_to_columns(ens, out)
 
-    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k, platform))
+    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k, platform), features_first=features_first)
 
 
 def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
