@@ -130,6 +130,24 @@ def test_cat_hash_is_catboosts(tmp_path):
                                   [cat_hash(v) for v in values[:9]])
 
 
+@pytest.mark.parametrize("dtype", [object, "str", "string", "category"])
+def test_hashes_of_columns_seen_before(dtype, monkeypatch):
+    """A column's hashes are CatBoost's (``cat_hash`` of each value) whether its values were
+    hashed before (kept in a memo), are new, or overflow the memo (which then starts over); string
+    columns of every pandas kind (Arrow, Python) and categories alike."""
+    from jaximp._rows import hashing
+
+    monkeypatch.setattr(hashing, "_MEMO_SIZE", 5)
+    monkeypatch.setattr(hashing, "_MEMO", {})
+    values = ["a", "zz", "abcd", "k17", "x" * 9, "y" * 20, "é" * 7, "a", "zz"]
+    expected = [cat_hash(v) for v in values]
+    for part in (values[:4], values, values[2:] + ["new", "newer"] * 3):
+        column = pd.Series(part, dtype=dtype)
+        np.testing.assert_array_equal(hash_column(column), [cat_hash(v) for v in part])
+        assert len(hashing._MEMO) <= 5
+    np.testing.assert_array_equal(hash_column(pd.Series(values, dtype=dtype)), expected)
+
+
 def _categorical(layout):
     """``(ens, rows)``: an oblivious model with CTRs over combinations and its training rows, or a
     Lossguide model with one-hot and CTR splits and rows with unseen categories."""
@@ -169,6 +187,33 @@ def test_float_borders_searched_beside_the_ctrs_give_the_same_bins(monkeypatch):
     monkeypatch.setattr(featurize, "_THREADED_ROWS", 1)
     np.testing.assert_array_equal(np.asarray(as_features(frame, fitted.ens, "test")), one_thread)
     assert_close(fitted.ens.predict(frame), raw_output(fitted.model, frame))
+
+
+BORDERS = {  # sets of float borders as models have them, and the hard ones
+    "normal": lambda rng: rng.normal(size=rng.integers(1, 255)),
+    "half-integers": lambda rng: rng.integers(-40, 40, rng.integers(1, 80)) + 0.5,
+    "tiny and huge": lambda rng: np.concatenate([rng.normal(size=30) * 1e-30, [0.0, 1e-45, -1e-45, 3e38, -3e38]]),
+    "dense": lambda rng: 1000.0 + rng.random(rng.integers(20, 200)) * 3.0,  # too dense: binary search
+    "signed zeros": lambda rng: [-0.0, 1.0, -2.0][: rng.integers(1, 4)],
+}
+
+
+@pytest.mark.parametrize("kind", list(BORDERS))
+def test_float_borders_by_table_equal_a_binary_search(kind):
+    """A float feature's bins, counted by a table of the borders in each bucket of values,
+    equal a binary search's (``np.searchsorted``): on random values, every border, its
+    neighbouring floats, signed zeros, the smallest and largest floats and infinities."""
+    from jaximp._rows.featurize import bucket_search
+
+    rng = np.random.default_rng(list(BORDERS).index(kind))
+    for _ in range(20):
+        borders = np.unique(np.asarray(BORDERS[kind](rng), np.float32))
+        values = np.concatenate([
+            rng.normal(size=2000).astype(np.float32) * np.float32(10.0) ** rng.integers(-3, 4),
+            borders, np.nextafter(borders, np.float32(np.inf)), np.nextafter(borders, np.float32(-np.inf)),
+            np.float32([0.0, -0.0, 1e-45, -1e-45, 1.17549435e-38, 3.4028235e38, -3.4028235e38, np.inf, -np.inf]),
+        ])
+        np.testing.assert_array_equal(bucket_search(borders)(values), np.searchsorted(borders, values))
 
 
 BAD_CATEGORICAL = [

@@ -81,11 +81,12 @@ class CtrValues:
         self._lock = threading.Lock()
 
     def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray,
-                 dtype: Any = np.uint8) -> np.ndarray:
+                 dtype: Any = np.uint8, out: np.ndarray | None = None) -> np.ndarray:
         """``[n_ctrs, N]`` every CTR's bin (``dtype``) for the rows (float features
-        ``f32[N, n_float]``, hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major."""
+        ``f32[N, n_float]``, hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major;
+        written into ``out`` when given (rows of a larger array)."""
         n = floats.shape[0]
-        out = np.empty((len(self._ctrs), n), dtype)
+        out = np.empty((len(self._ctrs), n), dtype) if out is None else out
         bits_cache: dict[tuple, np.ndarray] = {}
         float_columns = np.ascontiguousarray(floats.T)
         has_nan = np.isnan(float_columns).any(axis=1)

@@ -53,8 +53,28 @@ def hash_column(values: Any) -> np.ndarray:
     if (codes < 0).any():
         raise TypeError("categorical values must be strings or integers; got a missing value "
                         "(NaN/None: CatBoost refuses them too, convert them to a string such as 'nan')")
-    table = np.fromiter((cat_hash(u) for u in uniques), np.int64, len(uniques))
+    table = np.fromiter((_memo_hash(u) for u in uniques), np.int64, len(uniques))
     return table[codes]
+
+
+_MEMO: dict = {}  # value -> cat_hash(value), for the values seen before (a pure function)
+_MEMO_SIZE = 1 << 20  # values kept at most; the memo starts over beyond
+
+
+def _memo_hash(value: Any) -> int:
+    """``cat_hash(value)``, from the memo when the value was hashed before: looking a string up
+    costs a small fraction of hashing it in Python, and rows come back with the same categories
+    call after call."""
+    try:
+        h = _MEMO.get(value)
+    except TypeError:  # unhashable: cat_hash says what it takes
+        return cat_hash(value)
+    if h is None:
+        h = cat_hash(value)
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[value] = h
+    return h
 
 
 def _factorize(values: Any) -> tuple[np.ndarray, Any]:

@@ -157,6 +157,9 @@ class RawColumns:
     Attributes:
         floats: ``f32[N, n_float]`` the float features, in the model's float-feature order.
         cat_hashes: ``i64[N, n_cat]`` CatBoost's int32 hash of each categorical value.
+
+    Both are column-major (Fortran order) as :func:`as_raw_columns` makes them: featurizing
+    reads them a column at a time.
     """
 
     floats: np.ndarray
@@ -185,10 +188,10 @@ def as_raw_columns(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> RawCo
     """
     featurizer = ens.featurizer
     column, n_rows = _columns_of(X, ens, fn_name, arg)
-    floats = np.empty((n_rows, len(featurizer.float_columns)), np.float32)
+    floats = np.empty((len(featurizer.float_columns), n_rows), np.float32).T  # each column contiguous
     for i, j in enumerate(featurizer.float_columns):
         floats[:, i] = _float_column(column(j), ens.feature_names[j], fn_name, arg)
-    hashes = np.empty((n_rows, len(featurizer.cat_columns)), np.int64)
+    hashes = np.empty((len(featurizer.cat_columns), n_rows), np.int64).T
     for i, j in enumerate(featurizer.cat_columns):
         hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
     return RawColumns(floats, hashes)
