@@ -82,3 +82,51 @@ def test_first_call_compiles_few_programs(compiled, fn, model):
 def test_other_number_of_rows_compiles_nothing(compiled, fn, model):
     _, second = compiled[f"{fn}/{model}"]
     assert second == 0, (fn, model, compiled)
+
+
+def test_garbage_collector_held_off_while_programs_are_traced(monkeypatch):
+    """Python's cyclic garbage collector, whose collections walk every object of the process,
+    is off while a call traces its row kernel and its plan, and back as it was afterwards: on
+    after a call, after nested pauses and after an error inside one; still off when it was off."""
+    import gc
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaximp
+    from jaximp._rows import batching
+    from jaximp._shap import tree_plans
+
+    seen = []
+
+    def kernel(params, x, *, block):
+        seen.append(gc.isenabled())  # runs while the step's program is traced
+        return x * params
+
+    assert gc.isenabled()
+    batching.map_rows(kernel, jnp.float32(2.0), np.ones((5, 3), np.float32), batch_size=None, devices=None,
+                      fn_name="test")
+    assert seen == [False] and gc.isenabled()
+
+    plan = tree_plans._plan
+    monkeypatch.setattr(tree_plans, "_plan", lambda *a, **k: seen.append(gc.isenabled()) or plan(*a, **k))
+    import models
+
+    jaximp.shap_values(models.xgboost_model("squarederror").ens, np.zeros((3, 6), np.float32))
+    assert seen[1] is False and gc.isenabled()
+
+    with batching.gc_paused():
+        with batching.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), batching.gc_paused():
+        raise RuntimeError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with batching.gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

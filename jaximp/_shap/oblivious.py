@@ -51,7 +51,7 @@ from jaximp._leaves.predict import leaf_histogram, training_leaf_weights
 from jaximp._leaves.tables import mean_prediction
 from jaximp._models.ensemble import squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
-from jaximp._rows.batching import map_rows, mean_abs_rows
+from jaximp._rows.batching import gc_paused, map_rows, mean_abs_rows
 from jaximp._shap import oblivious_tables as _shap_tables
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -122,7 +122,8 @@ def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any 
             none (see :func:`training_distribution`).
     """
     dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return _build(ens, dist, kind=_TABLE_KIND[method])
+    with gc_paused():  # a first call traces and lowers the tables' program here
+        return _build(ens, dist, kind=_TABLE_KIND[method])
 
 
 def expected(ens: ObliviousEnsemble, method: str, background: Any = None, *, plan: ShapTables | None = None,

@@ -32,7 +32,7 @@ from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
 from jaximp._models.ensemble import safe_div
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import resolve_devices, row_blocks, sum_rows
+from jaximp._rows.batching import gc_paused, resolve_devices, row_blocks, sum_rows
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.paths import (
     Edges,
@@ -305,7 +305,8 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     table = "" if name == "interventional" else name
-    arrays = _plan(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
+    with gc_paused():  # a first call traces and lowers the plan's program here
+        arrays = _plan(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
     return ShapPlan(kind, arrays, step.rows)
 
 
