@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaximp._importers.catboost_json import (
@@ -31,7 +30,7 @@ from jaximp._importers.catboost_json import (
     tree_splits,
 )
 from jaximp._importers.catboost_trees import tree_ensemble_from_json
-from jaximp._importers.padded import check_budget
+from jaximp._importers.padded import check_budget, on_device
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.thresholds import normal_borders
 from jaximp._models.trees import TreeEnsemble
@@ -166,13 +165,13 @@ def _build(model_json: dict, loss_function: str | None) -> ObliviousEnsemble:
         if weights_known:
             leaf_weights[t, : 1 << d] = finite_float32(tree["leaf_weights"], f"the leaf weights of tree {t}")
     return ObliviousEnsemble(
-        split_features=jnp.asarray(split_features),
-        split_borders=jnp.asarray(split_borders),
-        split_bins=jnp.asarray(split_bins),
-        split_mask=jnp.asarray(split_mask),
-        borders=jnp.asarray(borders_table),
-        leaf_values=jnp.asarray(leaf_values),
-        leaf_weights=jnp.asarray(leaf_weights),
+        split_features=on_device(split_features),
+        split_borders=on_device(split_borders),
+        split_bins=on_device(split_bins),
+        split_mask=on_device(split_mask),
+        borders=on_device(borders_table),
+        leaf_values=on_device(leaf_values),
+        leaf_weights=on_device(leaf_weights),
         leaf_weights_known=weights_known,
         **fields.ensemble_arguments(),
     )

@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from jaximp._models.categories import category_words
@@ -111,8 +111,8 @@ class ModelFields:
         set, a field of ``TreeEnsemble`` alone)."""
         extra = {} if self.missing_value is None else dict(missing_value=self.missing_value)
         return dict(
-            scale=jnp.asarray(self.scale, jnp.float32),
-            bias=jnp.asarray(np.asarray(self.bias, np.float32).reshape(self.n_outputs)),
+            scale=on_device(np.float32(self.scale)),
+            bias=on_device(np.asarray(self.bias, np.float32).reshape(self.n_outputs)),
             n_features=len(self.feature_names),
             feature_names=self.feature_names,
             nan_modes=self.nan_modes,
@@ -226,22 +226,22 @@ def pad_trees(trees: Sequence[ParsedTree], fields: ModelFields, *, fn_name: str,
         others = np.concatenate([np.asarray(tree.others_right, bool) for tree in trees])
         categories = category_words(categorical, right, others, fn_name)
     return TreeEnsemble(
-        roots=jnp.asarray(np.asarray([tree.root for tree in trees], np.int32)),
-        node_features=jnp.asarray(features),
-        node_borders=jnp.asarray(borders),
-        node_nan_right=jnp.asarray(nan_right),
-        node_children=jnp.asarray(children),
-        leaf_values=jnp.asarray(values),
-        leaf_weights=jnp.asarray(np.zeros((len(trees), n_leaves), np.float32) if leaf_weights is None
-                                 else leaf_weights),
+        roots=on_device(np.asarray([tree.root for tree in trees], np.int32)),
+        node_features=on_device(features),
+        node_borders=on_device(borders),
+        node_nan_right=on_device(nan_right),
+        node_children=on_device(children),
+        leaf_values=on_device(values),
+        leaf_weights=on_device(np.zeros((len(trees), n_leaves), np.float32) if leaf_weights is None
+                               else leaf_weights),
         depth=max(min_depth, *(tree.depth for tree in trees)),
         leaf_weights_known=leaf_weights is not None,
-        node_gains=_on_device(_pad([tree.node_gains for tree in trees], nodes, np.float32)),
-        node_weights=_on_device(_pad([tree.node_weights for tree in trees], nodes, np.float32)),
-        leaf_ids=_on_device(_pad([tree.leaf_ids for tree in trees], leaves, np.int32)),
+        node_gains=on_device(_pad([tree.node_gains for tree in trees], nodes, np.float32)),
+        node_weights=on_device(_pad([tree.node_weights for tree in trees], nodes, np.float32)),
+        leaf_ids=on_device(_pad([tree.leaf_ids for tree in trees], leaves, np.int32)),
         impurity_scheme=impurity_scheme,
-        node_categorical=None if categories is None else jnp.asarray(categorical),
-        node_categories=_on_device(categories),
+        node_categorical=None if categories is None else on_device(categorical),
+        node_categories=on_device(categories),
         category_codes=category_codes,
         **fields.ensemble_arguments(),
     )
@@ -287,9 +287,11 @@ def _check_finite(values: np.ndarray, trees: Sequence[ParsedTree], fn_name: str)
                      "or its leaf values overflow")
 
 
-def _on_device(array: np.ndarray | None) -> Any:
-    """``jnp.asarray(array)``, None for None."""
-    return None if array is None else jnp.asarray(array)
+def on_device(array: Any) -> Any:
+    """``array`` (NumPy, or a scalar) on the default device, not committed to it, as
+    ``jnp.asarray`` gives it; None for None. A transfer: ``jnp.asarray`` of a NumPy array would
+    compile a small program for each new shape (JAX's ``lax.stage``), a dozen per model."""
+    return None if array is None else jax.device_put(np.asarray(array))
 
 
 def _pad(arrays: list[np.ndarray | None], shape: tuple[int, ...], dtype: Any, fill: Any = 0) -> np.ndarray | None:

@@ -85,8 +85,11 @@ class ShapTables:
     expected: Array
 
 
-@functools.partial(jax.jit, static_argnames=("kind",))
-def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> ShapTables:
+@functools.partial(jax.jit, static_argnames=("kind", "training"))
+def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = False) -> ShapTables:
+    """The tables of ``dist``: the leaf weights as they come with ``training`` (made uniform
+    where a tree's sum to 0 in this program, not in one of their own)."""
+    dist = _shap_tables.effective_weights(ens, dist) if training else dist
     values, features = _shap_tables.tables(ens, dist, kind=kind)
     return ShapTables(values, features, mean_prediction(ens, dist))
 
@@ -101,12 +104,15 @@ def training_distribution(ens: ObliviousEnsemble, x: Any = None, *, fn_name: str
 
 
 def _distribution(ens: ObliviousEnsemble, method: str, background: Any, x: Any, *, batch_size: int | None,
-                  devices: Any, fn_name: str) -> Array:
+                  devices: Any, fn_name: str, effective: bool = True) -> Array:
     """``f32[T, L]`` the leaf distribution of ``method``: the background's leaf counts
-    (``interventional``, checked rows ``f32[B, E]``) or the training leaf weights."""
+    (``interventional``, checked rows ``f32[B, E]``) or the training leaf weights (as
+    :func:`training_distribution` gives them, or as the model has them unless ``effective``)."""
     if method == "interventional":
         weight = np.ones(background.shape[0], np.float32)
         return leaf_histogram(ens, background, weight, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    if not effective:
+        return training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
     return training_distribution(ens, x, fn_name=fn_name, batch_size=batch_size, devices=devices)
 
 
@@ -121,9 +127,10 @@ def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any 
         x: the checked rows to be explained, which give the leaf weights of a model that carries
             none (see :func:`training_distribution`).
     """
-    dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                         effective=False)  # training weights made uniform inside the tables' program
     with gc_paused():  # a first call traces and lowers the tables' program here
-        return _build(ens, dist, kind=_TABLE_KIND[method])
+        return _build(ens, dist, kind=_TABLE_KIND[method], training=method != "interventional")
 
 
 def expected(ens: ObliviousEnsemble, method: str, background: Any = None, *, plan: ShapTables | None = None,
