@@ -27,7 +27,7 @@ import jaximp
 from jaximp._importers.cbm import read_cbm
 from jaximp._leaves.predict import KERNELS, predict_rows
 from jaximp._rows import ctr_values, pools
-from jaximp._rows.batching import features_first
+from jaximp._rows.batching import features_first, map_rows
 from jaximp._rows.inputs import as_features
 
 # Trees without splits -----------------------------------------------------------------------------------------
@@ -214,31 +214,47 @@ def test_categorical_pools(name, tmp_path):
     assert_close(np.asarray(jaximp.shap_values(ens, data)).reshape(values.shape), values)
 
 
-def test_featurized_rows_reach_the_kernels_feature_major():
+@pytest.mark.parametrize("layout", ["oblivious", "trees"])
+def test_featurized_rows_reach_the_kernels_feature_major(layout):
     """A categorical model's rows come out of featurizing feature-major (Fortran order) and go to
     the kernels so, step after step (the last one partly padding), on one device and sharded over
-    two: predictions, leaf indices, SHAP values and SHAP interaction values equal CatBoost's, and
-    are identical to those of the same rows laid out row-major (which the kernels transpose)."""
-    fitted = models.catboost_categorical("combinations_2")
-    ens, model = fitted.ens, fitted.model
+    two: predictions, leaf indices and SHAP values (path-dependent, and Saabas for non-symmetric
+    trees) equal CatBoost's, and predictions and leaf indices are identical to those of the same
+    rows laid out row-major (which the kernels transpose); SHAP interaction values too."""
+    if layout == "oblivious":
+        fitted = models.catboost_categorical("combinations_2")
+    else:
+        fitted = models.catboost_categorical_trees("depthwise_ctr")
+    ens, model = fitted.ens, fitted.model  # for non-symmetric trees, CatBoost's JSON reload
     frame = models.make_frame(2500, seed=7, unseen=True)
     x = as_features(frame, ens, "test")
+    row_major = np.ascontiguousarray(x)
+    kernels = KERNELS[layout]
     assert x.flags.f_contiguous and not x.flags.c_contiguous
-    assert features_first(KERNELS["oblivious"].predict, x) and not features_first(
-        KERNELS["oblivious"].predict, np.ascontiguousarray(x))
+    assert features_first(kernels.predict, x) and not features_first(kernels.predict, row_major)
     data = models.pool(frame)
-    expected_raw, expected_leaves = raw_output(model, data), model.calc_leaf_indexes(data)
+    expected_raw = raw_output(model, data)
     values, _ = catboost_shap(model, data)
-    few = frame.iloc[:300]
-    pairs = catboost_interactions(model, models.pool(few))
+    approximate, _ = catboost_shap(model, data, shap_calc_type="Approximate")
     for kw in (dict(batch_size=1024), dict(batch_size=1024, devices=2), {}):
         raw = predict_rows(ens, x, **kw)
-        np.testing.assert_array_equal(raw, predict_rows(ens, np.ascontiguousarray(x), **kw))
-        assert_close(raw, expected_raw)
-        np.testing.assert_array_equal(jaximp.leaf_indices(ens, frame, **kw), expected_leaves)
+        np.testing.assert_array_equal(raw, predict_rows(ens, row_major, **kw))
+        assert_close(np.asarray(raw).reshape(expected_raw.shape), expected_raw)
+        leaves = [map_rows(kernels.leaves, ens, rows, fn_name="test", host_dtype=np.int32, rows_last=True,
+                           **{"batch_size": None, "devices": None, **kw}) for rows in (x, row_major)]
+        np.testing.assert_array_equal(*leaves)
+        np.testing.assert_array_equal(jaximp.leaf_indices(ens, frame, **kw), leaves[0])
+        if layout == "oblivious":
+            np.testing.assert_array_equal(leaves[0], model.calc_leaf_indexes(data))
         assert_close(np.asarray(jaximp.shap_values(ens, frame, **kw)).reshape(values.shape), values)
-    interactions = jaximp.shap_interaction_values(ens, few, batch_size=128)
-    assert_close(np.asarray(interactions).reshape(pairs.shape), pairs)
+        if layout == "trees":
+            assert_close(np.asarray(jaximp.shap_values(ens, frame, method="approximate", **kw))
+                         .reshape(values.shape), approximate)
+    if layout == "oblivious":
+        few = frame.iloc[:300]
+        pairs = catboost_interactions(model, models.pool(few))
+        interactions = jaximp.shap_interaction_values(ens, few, batch_size=128)
+        assert_close(np.asarray(interactions).reshape(pairs.shape), pairs)
 
 
 def test_ctrs_of_many_rows_in_two_threads(monkeypatch):

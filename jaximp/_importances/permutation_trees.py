@@ -59,7 +59,7 @@ def _permuted_kernel(params: tuple[TreeEnsemble, Array, Array], rows: tuple[Arra
 
         def one_group(mask):  # bool[E] -> f32[n, n_sources, K]
             mixed = jnp.where(mask, theirs, mine[:, None, :]).reshape(-1, x.shape[1])
-            return leaf_prediction(ens, leaves_of(ens, mixed)).reshape(o.shape[0], repeats, -1)
+            return leaf_prediction(ens, leaves_of(ens, mixed.T)).reshape(o.shape[0], repeats, -1)
 
         out = jax.lax.map(one_group, masks)  # [G + 1, n, n_sources, K]
         if score is not None:

@@ -1,10 +1,11 @@
 """Leaf indices, raw predictions and leaf histograms of :class:`TreeEnsemble` models.
 
 All trees descend in lockstep, one level per step, for a block of ``n`` rows laid out
-feature-major (``[E, n]``): D steps of gathers (node feature, border, NaN direction, child; a
-category bitset word at set-membership splits) over ``[T, n]`` pointers, a pointer staying put
-once it names a leaf. Every node decides by ``jaximp._models.trees.goes_right``. Cost per row:
-``O(T D)``. What the leaves give is read as for oblivious trees (``jaximp._leaves.tables``).
+feature-major (``[E, n]``: each block transposed, or sliced from rows that come so): D steps
+of gathers (node feature, border, NaN direction, child; a category bitset word at
+set-membership splits) over ``[T, n]`` pointers, a pointer staying put once it names a leaf.
+Every node decides by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``. What the
+leaves give is read as for oblivious trees (``jaximp._leaves.tables``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from jax import Array
 
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.trees import TreeEnsemble, goes_right
-from jaximp._rows.batching import fill_blocks, map_blocks, row_blocks
+from jaximp._rows.batching import fill_blocks, map_feature_blocks, row_blocks, whole_blocks
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:
@@ -35,14 +36,15 @@ def node_decisions(nodes: Any, xt: Array) -> Array:
                       nodes.node_categorical[..., None], nodes.node_categories.reshape(t * m, w), node)
 
 
-def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
-    """``i32[T, n]`` the leaf each row ``x: f32[n, E]`` reaches in each tree (no batching).
+def leaves_of(ens: TreeEnsemble, xt: Array) -> Array:
+    """``i32[T, n]`` the leaf each row of ``xt: f32[E, n]`` (rows feature-major) reaches in each
+    tree (no batching).
 
     Gathers index flattened arrays (``tree * M + node``), which XLA runs far faster on CPU than
     per-row ``take_along_axis``.
     """
-    n = x.shape[0]
-    xt = x.T.reshape(-1)  # feature-major: value of row i, feature f at f * n + i
+    n = xt.shape[1]
+    xt = xt.reshape(-1)  # value of row i, feature f at f * n + i
     offsets = (jnp.arange(ens.n_trees, dtype=jnp.int32) * ens.n_nodes)[:, None]
     features = ens.node_features.reshape(-1)
     borders = ens.node_borders.reshape(-1)
@@ -63,15 +65,17 @@ def leaves_of(ens: TreeEnsemble, x: Array) -> Array:
     return ~pointer
 
 
-def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
-    """``i32[T, n]`` the leaf each row ``x f32[n, E]`` reaches in each tree, tree-major (see
-    ``map_rows(rows_last=True)``), numbered as its library numbers them (``leaf_ids``) where
-    it does not count depth-first."""
-    n = x.shape[0]
-    x = row_blocks(x, block).reshape(-1, x.shape[1])
+def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+    """``i32[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``)
+    reaches in each tree, tree-major (see ``map_rows(rows_last=True)``), numbered as its library
+    numbers them (``leaf_ids``) where it does not count depth-first."""
+    n = x.shape[1 if features_first else 0]
+    x = whole_blocks(x, block, axis=1 if features_first else 0)
 
     def block_leaves(start):
-        leaves = leaves_of(ens, jax.lax.dynamic_slice_in_dim(x, start, block))  # [T, block]
+        xt = (jax.lax.dynamic_slice_in_dim(x, start, block, axis=1) if features_first
+              else jax.lax.dynamic_slice_in_dim(x, start, block).T)
+        leaves = leaves_of(ens, xt)  # [T, block]
         if ens.leaf_ids is not None:  # the library's own numbers
             leaves = jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)
         return leaves
@@ -79,9 +83,9 @@ def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
     return fill_blocks(block_leaves, n, block)
 
 
-def predict_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
-    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]``."""
-    return map_blocks(lambda xb: leaf_prediction(ens, leaves_of(ens, xb)), x, block)
+def predict_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``)."""
+    return map_feature_blocks(lambda xt: leaf_prediction(ens, leaves_of(ens, xt)), x, block, features_first)
 
 
 def histogram_kernel(ens: TreeEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
@@ -90,7 +94,7 @@ def histogram_kernel(ens: TreeEnsemble, rows: tuple[Array, Array], *, block: int
 
     def one_block(args):
         xb, wb = args
-        return leaf_weight_sums(leaves_of(ens, xb), wb, ens.n_leaves)
+        return leaf_weight_sums(leaves_of(ens, xb.T), wb, ens.n_leaves)
 
     out = jax.lax.map(one_block, (row_blocks(x, block), row_blocks(weight, block)))
     return out.sum(0).reshape(ens.n_trees, ens.n_leaves)

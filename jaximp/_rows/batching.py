@@ -197,6 +197,28 @@ def map_blocks(row_fn: Callable, rows: Any, block: int) -> Any:
     return out
 
 
+def map_feature_blocks(fn: Callable, x: Array, block: int, features_first: bool = False) -> Any:
+    """``fn`` over blocks of ``block`` rows of ``x``, each handed to it feature-major.
+
+    Args:
+        fn: ``fn(xt [E, block])`` -> a pytree with leading axis ``block``.
+        x: ``[n, E]`` rows (each block transposed), or ``[E, n]`` with ``features_first``
+            (each block a slice: no transpose; see :func:`features_first`).
+        block: rows per block; rows are zero-padded to whole blocks (as by :func:`map_blocks`).
+
+    Returns:
+        ``fn``'s results for the ``n`` rows, leading axis ``n``.
+    """
+    if not features_first:
+        return map_blocks(lambda xb: fn(xb.T), x, block)
+    n = x.shape[1]
+    xt = whole_blocks(x, block, axis=1)
+    n_blocks = xt.shape[1] // block
+    out = jax.lax.map(lambda b: fn(jax.lax.dynamic_slice_in_dim(xt, b * block, block, axis=1)),
+                      jnp.arange(n_blocks, dtype=jnp.int32))
+    return jax.tree_util.tree_map(lambda a: a.reshape(n_blocks * block, *a.shape[2:])[:n], out)
+
+
 def fill_blocks(block_fn: Callable, n: int, block: int) -> Array:
     """``[..., n]``: ``block_fn(start) -> [..., block]``, the result of rows ``start`` to
     ``start + block`` with rows on its last axis, written block after block into one array.

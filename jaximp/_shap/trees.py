@@ -56,7 +56,7 @@ from jaximp._leaves.tables import mean_prediction
 from jaximp._leaves.trees import leaves_of
 from jaximp._models.ensemble import safe_div, squeeze_outputs, to_columns
 from jaximp._models.trees import TreeEnsemble, leaf_paths, subtree_sums
-from jaximp._rows.batching import map_blocks, map_rows, mean_abs_rows
+from jaximp._rows.batching import map_feature_blocks, map_rows, mean_abs_rows
 from jaximp._shap.games import (
     Part,
     count_game_step,
@@ -141,26 +141,26 @@ def _deep_interventional(kind: Kind, plan: Plan, u: Array, decisions: Array | No
 
 
 def shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: int,
-                 per_player: bool = False) -> Array:
-    """Per-row SHAP (interaction) values ``f32[n, F(, F), K]`` of ``params = (ens, plan)``
-    (``f32[n, P, K]`` per player with ``per_player``, for SHAP values: what LossFunctionChange
-    removes)."""
+                 per_player: bool = False, features_first: bool = False) -> Array:
+    """Per-row SHAP (interaction) values ``f32[n, F(, F), K]`` of ``params = (ens, plan)`` and
+    rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``); ``f32[n, P, K]`` per player with
+    ``per_player``, for SHAP values: what LossFunctionChange removes."""
     ens, plan = params
     e = ens.n_players
     pairs = kind.name == "pairs"
 
-    def block_fn(xb):
+    def block_fn(xt):
         shape = (e, e) if pairs else (e,)
         floats = [a for part in plan.parts for a in (part.values, part.paths.z)]
         dtype = jnp.result_type(*floats) if floats else jnp.float32  # float64 models (jax_enable_x64) stay so
-        acc = jnp.zeros(shape + (ens.n_outputs, xb.shape[0]), dtype) + _block_phi(ens, kind, plan, xb.T, e)
+        acc = jnp.zeros(shape + (ens.n_outputs, xt.shape[1]), dtype) + _block_phi(ens, kind, plan, xt, e)
         out = jnp.moveaxis(acc, -1, 0)  # [n, P(, P), K]
         if per_player:
             return out
         out = to_columns(ens, out, axis=1)
         return to_columns(ens, out, axis=2) if pairs else out
 
-    return map_blocks(block_fn, x, step_rows)
+    return map_feature_blocks(block_fn, x, step_rows, features_first)
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,21 +198,23 @@ def _saabas_table(ens: TreeEnsemble) -> tuple[Array, Array]:
     return change, jnp.where(mask, ens.node_players[rows, nodes], 0)
 
 
-def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int) -> Array:
-    """``f32[n, F, K]`` Saabas values of rows ``x f32[n, E]``: each edge of a row's path credited
-    with the change of the cover-weighted mean value it makes (:func:`_saabas_table`)."""
+def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+    """``f32[n, F, K]`` Saabas values of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``):
+    each edge of a row's path credited with the change of the cover-weighted mean value it makes
+    (:func:`_saabas_table`)."""
     change, features = _saabas_table(ens)
 
-    def block_fn(xb):
-        leaves = leaves_of(ens, xb)  # [T, n]
+    def block_fn(xt):
+        n = xt.shape[1]
+        leaves = leaves_of(ens, xt)  # [T, n]
         got = jnp.take_along_axis(change, leaves[:, :, None, None], axis=1)  # [T, n, D, K]
         feat = jnp.take_along_axis(features, leaves[:, :, None], axis=1)  # [T, n, D]
-        rows = jnp.broadcast_to(jnp.arange(xb.shape[0])[None, :, None], feat.shape)
-        out = jnp.zeros((xb.shape[0], ens.n_players, ens.n_outputs), change.dtype)
+        rows = jnp.broadcast_to(jnp.arange(n)[None, :, None], feat.shape)
+        out = jnp.zeros((n, ens.n_players, ens.n_outputs), change.dtype)
         out = out.at[rows.reshape(-1), feat.reshape(-1)].add(got.reshape(-1, ens.n_outputs))
         return to_columns(ens, out, axis=1)
 
-    return map_blocks(block_fn, x, min(block, 256))
+    return map_feature_blocks(block_fn, x, min(block, 256), features_first)
 
 
 def expected(ens: TreeEnsemble, method: str, background: Any = None, *, plan: ShapPlan | None = None,
