@@ -56,13 +56,24 @@ def leaves_of(ens: TreeEnsemble, xt: Array) -> Array:
     pointer = jnp.broadcast_to(ens.roots[:, None], (ens.n_trees, n))
     for _ in range(ens.depth):
         node = jnp.maximum(pointer, 0) + offsets
-        value = xt[features[node] * n + columns]
+        value = _take(xt, _take(features, node) * n + columns)
         if categorical is None:
-            right = goes_right(value, borders[node], nan_right[node])
+            right = goes_right(value, _take(borders, node), _take(nan_right, node))
         else:
-            right = goes_right(value, borders[node], nan_right[node], categorical[node], words, node)
-        pointer = jnp.where(pointer >= 0, children[2 * node + right.astype(jnp.int32)], pointer)
+            right = goes_right(value, _take(borders, node), _take(nan_right, node), _take(categorical, node),
+                               words, node)
+        pointer = jnp.where(pointer >= 0, _take(children, 2 * node + right.astype(jnp.int32)), pointer)
     return ~pointer
+
+
+_GATHER = jax.lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+
+
+def _take(table: Array, index: Array) -> Array:
+    """``table[index]`` of a 1-D table at indices known to be in bounds: one gather, with no
+    clamping, and none of ``jnp`` indexing's parsing, whose Python cost on every level of a deep
+    walk made most of a first call's tracing."""
+    return jax.lax.gather(table, index[..., None], _GATHER, (1,), mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
