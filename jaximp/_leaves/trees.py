@@ -54,14 +54,17 @@ def leaves_of(ens: TreeEnsemble, xt: Array) -> Array:
     words = None if ens.node_categories is None else ens.node_categories.reshape(categorical.size, -1)
     columns = jnp.arange(n, dtype=jnp.int32)[None, :]
     pointer = jnp.broadcast_to(ens.roots[:, None], (ens.n_trees, n))
+    # Each node's first value in xt (feature * n), bit-inverted where NaN goes right: one gather
+    # reads both (a gather of bools is among XLA's slowest on CPU).
+    reads = jnp.where(nan_right, ~(features * n), features * n)
     for _ in range(ens.depth):
         node = jnp.maximum(pointer, 0) + offsets
-        value = _take(xt, _take(features, node) * n + columns)
+        read = _take(reads, node)
+        value = _take(xt, (read ^ (read >> 31)) + columns)
         if categorical is None:
-            right = goes_right(value, _take(borders, node), _take(nan_right, node))
+            right = goes_right(value, _take(borders, node), read < 0)
         else:
-            right = goes_right(value, _take(borders, node), _take(nan_right, node), _take(categorical, node),
-                               words, node)
+            right = goes_right(value, _take(borders, node), read < 0, _take(categorical, node), words, node)
         pointer = jnp.where(pointer >= 0, _take(children, 2 * node + right.astype(jnp.int32)), pointer)
     return ~pointer
 
