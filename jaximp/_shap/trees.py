@@ -85,16 +85,15 @@ METHODS = ("path_dependent", "approximate", "interventional")  # "exact" is CatB
 # The row kernel
 
 
-def _sum_chunks(fn, part: Part) -> Array:
-    """``sum_i fn(chunk i of part)``, the chunks of a bucket in a loop."""
-    first = jax.tree_util.tree_map(lambda a: a[0], part)
-    zero = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(fn, first))
-    return jax.lax.scan(lambda acc, p: (acc + fn(p), None), zero, part)[0]
+def _add_chunks(fn, part: Part, total: Array) -> Array:
+    """``total + sum_i fn(chunk i of part)``, the chunks of a bucket in a loop (``fn`` traced
+    once: its output is shaped as ``total``)."""
+    return jax.lax.scan(lambda acc, p: (acc + fn(p), None), total, part)[0]
 
 
-def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: int) -> Array:
-    """``f32[P(, P), K, n]`` SHAP (interaction) values of rows ``xt f32[E, n]``: their patterns
-    at every leaf, then each bucket's games chunk by chunk."""
+def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: int, out: Array) -> Array:
+    """``out`` plus the SHAP (interaction) values ``f32[P(, P), K, n]`` of rows ``xt f32[E, n]``:
+    their patterns at every leaf, then each bucket's games chunk by chunk."""
     u, decisions = row_patterns(kind, plan, xt)
     pairs = kind.name == "pairs"
     lookup = {"pairs": pair_lookup_phi, "interventional": interventional_lookup_phi}.get(kind.name)
@@ -107,12 +106,12 @@ def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: 
             return quadrature_path_phi(part, taken(part, u, decisions, b.depth), n_players, pairs)
         return chunk_phi
 
-    out, deep = 0.0, []
+    deep = []
     for b, part in zip(kind.layout, plan.parts):
         if kind.name == "interventional" and not b.tables:
             deep.append((b, part))  # every background row meets every row: after the others
         else:
-            out = out + _sum_chunks(games(b), part)
+            out = _add_chunks(games(b), part, out)
     if deep:
         out = out + _deep_interventional(kind, plan, u, decisions, deep, n_players)
     return out
@@ -153,7 +152,7 @@ def shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: i
         shape = (e, e) if pairs else (e,)
         floats = [a for part in plan.parts for a in (part.values, part.paths.z)]
         dtype = jnp.result_type(*floats) if floats else jnp.float32  # float64 models (jax_enable_x64) stay so
-        acc = jnp.zeros(shape + (ens.n_outputs, xt.shape[1]), dtype) + _block_phi(ens, kind, plan, xt, e)
+        acc = _block_phi(ens, kind, plan, xt, e, jnp.zeros(shape + (ens.n_outputs, xt.shape[1]), dtype))
         out = jnp.moveaxis(acc, -1, 0)  # [n, P(, P), K]
         if per_player:
             return out
