@@ -26,7 +26,7 @@ from jaximp._importances.scoring import RowScore, block_sums
 from jaximp._leaves.tables import leaf_prediction
 from jaximp._leaves.trees import leaves_of
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import map_blocks, power_of_two_rows, row_blocks
+from jaximp._rows.blocks import map_blocks, power_of_two_rows, row_blocks
 
 
 def _inner_block(block: int, repeats: int) -> int:

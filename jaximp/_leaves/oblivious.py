@@ -21,7 +21,7 @@ from jax import Array
 
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.oblivious import ObliviousEnsemble, nan_fill_values
-from jaximp._rows.batching import fill_blocks, row_blocks, whole_blocks
+from jaximp._rows.blocks import fill_blocks, row_blocks, whole_blocks
 
 
 def bin_dtype(ens: ObliviousEnsemble):

@@ -18,7 +18,7 @@ from jax import Array
 
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.trees import TreeEnsemble, goes_right
-from jaximp._rows.batching import fill_blocks, map_feature_blocks, row_blocks, whole_blocks
+from jaximp._rows.blocks import fill_blocks, map_feature_blocks, row_blocks, whole_blocks
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:

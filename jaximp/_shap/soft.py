@@ -47,7 +47,8 @@ from jax import Array
 
 from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
 from jaximp._models.trees import TreeEnsemble, from_oblivious, leaf_paths, parents
-from jaximp._rows.batching import map_blocks, map_rows, row_blocks
+from jaximp._rows.batching import map_rows
+from jaximp._rows.blocks import map_blocks, row_blocks
 from jaximp._rows.inputs import as_features
 from jaximp._shap.games import quadrature
 from jaximp._shap.paths import tree_paths

@@ -32,7 +32,8 @@ from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
 from jaximp._models.ensemble import safe_div
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import gc_paused, resolve_devices, row_blocks, sum_rows
+from jaximp._rows.batching import gc_paused, resolve_devices, sum_rows
+from jaximp._rows.blocks import row_blocks
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.paths import (
     Edges,

@@ -56,7 +56,8 @@ from jaximp._leaves.tables import mean_prediction
 from jaximp._leaves.trees import leaves_of
 from jaximp._models.ensemble import safe_div, squeeze_outputs, to_columns
 from jaximp._models.trees import TreeEnsemble, leaf_paths, subtree_sums
-from jaximp._rows.batching import map_feature_blocks, map_rows, mean_abs_rows
+from jaximp._rows.batching import map_rows, mean_abs_rows
+from jaximp._rows.blocks import map_feature_blocks
 from jaximp._shap.games import (
     Part,
     count_game_step,
