@@ -273,7 +273,10 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
     Args:
         kernel: a pure function; ``rows`` is a pytree of arrays with a leading row axis
             ``[n, ...]``, and it returns a pytree of arrays with leading axis ``n``. It receives
-            ``block`` (rows per fused block, see ``jaximp._rows.blocks.map_blocks``) and ``static`` as keywords.
+            ``block`` (rows per fused block, see ``jaximp._rows.blocks.map_blocks``) and
+            ``static`` as keywords. A kernel with a ``features_first`` keyword may get its rows
+            feature-major instead, ``[E, n]`` with ``features_first=True`` (see
+            :func:`features_first`).
         params: the pytree every row shares (the model, per-tree tables), replicated.
         rows: pytree of arrays with the same leading length N (host or device arrays).
         batch_size: rows per device step, or None for the device default; rounded up to a
@@ -286,10 +289,10 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
             platform's default).
         progress: show a progress bar when the call lasts (see :func:`_steps`).
         rows_last: the kernel returns two-dimensional arrays ``[m, n]`` with its rows last
-            (tree-major leaf tables, see ``jaximp._rows.blocks.fill_blocks``). The result still has rows first:
-            on the host, the transposed view of one ``[m, N]`` array (Fortran order, each of the
-            ``m`` columns contiguous), so no transpose is ever computed; on a device, transposed
-            there.
+            (tree-major leaf tables, see ``jaximp._rows.blocks.fill_blocks``). The result still
+            has rows first: on the host, the transposed view of one ``[m, N]`` array (Fortran
+            order, each of the ``m`` columns contiguous), so no transpose is ever computed; on
+            a device, transposed there.
         **static: hashable arguments compiled into the kernel.
 
     Returns:
