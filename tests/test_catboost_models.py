@@ -264,8 +264,8 @@ def test_ctrs_of_many_rows_in_two_threads(monkeypatch):
     fitted = models.catboost_categorical("combinations_4")
     frame = models.make_frame(20_000, seed=8, unseen=True)
     submitted = []
-    worker = ctr_values._worker
-    monkeypatch.setattr(ctr_values, "_worker", lambda: submitted.append(1) or worker())
+    worker = ctr_values.worker
+    monkeypatch.setattr(ctr_values, "worker", lambda name: submitted.append(name) or worker(name))
     threaded = as_features(frame, fitted.ens, "test")
     assert submitted
     monkeypatch.setattr(ctr_values, "_THREADED_ROWS", len(frame) + 1)

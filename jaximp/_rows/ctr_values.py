@@ -23,18 +23,19 @@ import numpy as np
 
 _MAX_BITS = 12  # a projection with more bits than this hashes every row instead
 _THREADED_ROWS = 8192  # fewer rows: every projection in the calling thread
-_WORKER: list = []
-_WORKER_LOCK = threading.Lock()
+_WORKERS: dict = {}
+_WORKERS_LOCK = threading.Lock()
 
 
-def _worker() -> Any:
-    """The one worker thread that evaluates half of the projections (made on first use)."""
-    with _WORKER_LOCK:
-        if not _WORKER:
+def worker(name: str) -> Any:
+    """The one worker thread named ``name`` (a ``ThreadPoolExecutor``), made on first use: NumPy's
+    gathers, searches and ufuncs release the GIL, so a second core can run part of them."""
+    with _WORKERS_LOCK:
+        if name not in _WORKERS:
             from concurrent.futures import ThreadPoolExecutor
 
-            _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="jaximp-ctrs"))
-        return _WORKER[0]
+            _WORKERS[name] = ThreadPoolExecutor(1, thread_name_prefix=name)
+        return _WORKERS[name]
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +138,7 @@ class CtrValues:
             if n < _THREADED_ROWS or len(self._groups) < 2:
                 run(self._groups)
             else:  # half of the projections in a second thread (NumPy's gathers release the GIL)
-                half = _worker().submit(run, self._groups[1::2])
+                half = worker("jaximp-ctrs").submit(run, self._groups[1::2])
                 try:
                     run(self._groups[::2])
                 finally:

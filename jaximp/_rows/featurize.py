@@ -12,12 +12,11 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any
 
 import numpy as np
 
 from jaximp._models.featurizer import Featurizer
-from jaximp._rows.ctr_values import CtrValues
+from jaximp._rows.ctr_values import CtrValues, worker
 from jaximp._rows.hashing import projection_hash
 
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -51,7 +50,7 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
     n_float = len(featurizer.float_columns)
     searching = None
     if n >= _THREADED_ROWS and n_float:
-        searching = _searcher().submit(_float_bins, featurizer, floats, fill, out[:n_float])
+        searching = worker("jaximp-borders").submit(_float_bins, featurizer, floats, fill, out[:n_float])
     else:
         _float_bins(featurizer, floats, fill, out[:n_float])
     try:
@@ -66,17 +65,6 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
 
 
 _THREADED_ROWS = 8192  # fewer rows: the float searches run in the calling thread
-_SEARCHER: list = []
-
-
-def _searcher() -> Any:
-    """The one worker thread that searches float borders beside the CTRs (made on first use)."""
-    with _LOCK:
-        if not _SEARCHER:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _SEARCHER.append(ThreadPoolExecutor(1, thread_name_prefix="jaximp-borders"))
-        return _SEARCHER[0]
 
 
 def _float_bins(featurizer: Featurizer, floats: np.ndarray, fill: np.ndarray, out: np.ndarray) -> None:
