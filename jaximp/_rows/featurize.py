@@ -90,8 +90,7 @@ def _searches(featurizer: Featurizer) -> list:
         searches = _SEARCHES.get(featurizer)
         if searches is None:
             searches = _SEARCHES[featurizer] = [
-                bucket_search(b) if f < _TABLES else functools.partial(np.searchsorted, np.asarray(b, np.float32))
-                for f, b in enumerate(featurizer.float_borders)]
+                bucket_search(b, table=f < _TABLES) for f, b in enumerate(featurizer.float_borders)]
         return searches
 
 
@@ -108,7 +107,7 @@ def _top_bits(values: np.ndarray) -> np.ndarray:
     return halves[1::2] if np.little_endian else halves[0::2]
 
 
-def bucket_search(borders: np.ndarray):
+def bucket_search(borders: np.ndarray, table: bool = True):
     """``values f32[N] -> intp[N]`` ``#{borders < value}`` (``np.searchsorted(borders, values)``
     for sorted float32 ``borders`` and values without NaN) by a table instead of a binary search.
     The table takes 512 KB (NumPy's index type: narrower indices would be converted on every
@@ -122,13 +121,14 @@ def bucket_search(borders: np.ndarray):
     every value of this one, so comparing with the borders that follow the bucket's own adds
     nothing, and every value is compared with as many. -0.0 and +0.0 fall in buckets side by
     side, and a border -0.0 is taken as +0.0, so that neither counts as below the other.
-    Borders too dense for the table keep the binary search.
+    Borders too dense for the table, or ``table=False`` (the table saved for the first float
+    features of a wide model), keep the binary search.
     """
     borders = np.asarray(borders, np.float32)
     order = _order_keys(borders) >> (32 - _PREFIX_BITS)  # sorted, as the borders are
     width = int(np.bincount(order, minlength=1).max(initial=0))
-    if width > _MAX_PER_BUCKET:
-        return lambda values: np.searchsorted(borders, values)
+    if not table or width > _MAX_PER_BUCKET:
+        return functools.partial(np.searchsorted, borders)
     top = np.arange(1 << _PREFIX_BITS, dtype=np.uint32)  # every bucket's top bits, in order
     below = np.searchsorted(order, np.where(top >> 15, 0xFFFF - top, top | 0x8000)).astype(np.intp)
     padded = np.concatenate([borders, np.full(max(width, 1), np.inf, np.float32)])
