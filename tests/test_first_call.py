@@ -138,3 +138,54 @@ def test_garbage_collector_held_off_while_programs_are_traced(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_FILLED_CHILD = r"""
+import collections, json, sys
+import jax
+import numpy as np
+
+events = collections.Counter()
+jax.monitoring.register_event_duration_secs_listener(lambda event, duration, **kwargs: events.update([event]))
+import models  # noqa: E402
+import jaximp  # noqa: E402
+
+jaximp.enable_compilation_cache(sys.argv[1])
+trained = {
+    "xgboost": models.xgboost_model("squarederror").model,
+    "lightgbm": models.lightgbm_model("regression").model,
+    "catboost": models.train("regression")[0],
+}
+rows = np.random.default_rng(0).normal(size=(1000, 6)).astype(np.float32)
+out, values = {}, {}
+for name, model in trained.items():
+    ens = getattr(jaximp, "from_" + name)(model)
+    for fn in ("shap_values", "predict"):
+        events.clear()
+        values[f"{fn}/{name}"] = np.asarray(getattr(jaximp, fn)(ens, rows))
+        out[f"{fn}/{name}"] = sum(n for event, n in events.items() if event.startswith("/jax/core/compile/"))
+np.savez(sys.argv[2], **{key.replace("/", "-"): v for key, v in values.items()})
+print(json.dumps(out))
+"""
+
+
+def test_a_filled_cache_spares_a_new_process_tracing_and_compiling(tmp_path):
+    """With the persistent cache on, a process that finds the programs of its calls on disk
+    neither traces, lowers nor compiles one (JAX's monitoring events of the three), and gives
+    the same numbers as the process that compiled them."""
+    path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
+    stages = []
+    for run in ("filling", "filled"):
+        result = subprocess.run([sys.executable, "-c", _FILLED_CHILD, str(tmp_path / "cache"), str(tmp_path / run)],
+                                env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        stages.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    filling, filled = stages
+    assert all(n >= 3 for n in filling.values()), filling  # trace, lower and compile at least one program
+    assert all(n == 0 for n in filled.values()), filled
+    import numpy as np
+
+    first, second = np.load(tmp_path / "filling.npz"), np.load(tmp_path / "filled.npz")
+    for key in first.files:
+        np.testing.assert_array_equal(first[key], second[key], err_msg=key)

@@ -4,7 +4,8 @@ Every kernel is compiled once per process for each model shape and step shape (1
 GPU, about 2 s per function on a CPU). JAX can keep compiled programs on disk and load them in
 later processes instead (``jax_compilation_cache_dir``); :func:`enable_compilation_cache` turns
 that on for every program, however quick to compile, and so does the environment variable
-``JAXIMP_COMPILATION_CACHE`` when ``jaximp`` is imported.
+``JAXIMP_COMPILATION_CACHE`` when ``jaximp`` is imported. While it is on, jaximp's programs are
+also kept whole, found again without being traced (``jaximp._rows.programs``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     ``path`` and read back by any later process that enables the same directory, on the same
     device kind and JAX version. It applies to all of the process's JAX programs, not only
     jaximp's.
+
+    jaximp's own programs are also kept whole, in ``jaximp-programs/`` inside ``path``, under a
+    key spelled from what each depends on (the function and its static arguments, the shapes,
+    dtypes and devices of its arguments, JAX's version and settings, jaximp's source): a later
+    process loads them without tracing or lowering them either, which JAX's cache alone must
+    do before it can look a program up. Loading a program runs code from ``path``: the folder
+    must be as trusted as the code itself (JAX's own cache asks the same).
 
     Args:
         path: the cache directory (created if missing); None: ``$JAXIMP_CACHE_DIR`` if set, else

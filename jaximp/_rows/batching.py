@@ -39,6 +39,8 @@ import numpy as np
 from jax import Array
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaximp._rows.programs import stored_jit
+
 _ROW_AXIS = "rows"
 # Rows per fused block: every row of an untraced call goes through the same compiled block
 # program, so a row's result (down to the order of float sums) never depends on batch size,
@@ -169,7 +171,7 @@ def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, 
     fn = functools.partial(kernel, **dict(static))
     mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
     out = _ROW_SPECS[rows_at]
-    return jax.jit(
+    return stored_jit(
         fn,
         in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, _ROW_SPECS[rows_in])),
         out_shardings=NamedSharding(mesh, out),

@@ -38,7 +38,6 @@ Shapes: the legend of :mod:`jaximp._models`, and ``n`` the rows of a block.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
@@ -52,6 +51,7 @@ from jaximp._leaves.tables import mean_prediction
 from jaximp._models.ensemble import squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import gc_paused, map_rows, mean_abs_rows
+from jaximp._rows.programs import stored_jit
 from jaximp._shap import oblivious_tables as _shap_tables
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -85,7 +85,7 @@ class ShapTables:
     expected: Array
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "training"))
+@stored_jit(static_argnames=("kind", "training"))
 def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = False) -> ShapTables:
     """The tables of ``dist``: the leaf weights as they come with ``training`` (made uniform
     where a tree's sum to 0 in this program, not in one of their own)."""

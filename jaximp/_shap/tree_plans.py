@@ -20,7 +20,6 @@ trees of a chunk of trees), ``n_chunks``, a bucket's ``leaves`` per chunk and ``
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
@@ -34,6 +33,7 @@ from jaximp._models.ensemble import safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import gc_paused, resolve_devices, sum_rows
 from jaximp._rows.blocks import row_blocks
+from jaximp._rows.programs import stored_jit
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.paths import (
     Edges,
@@ -262,7 +262,7 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     return dataclasses.replace(ens, leaf_weights=weights, leaf_values=values)
 
 
-@functools.partial(jax.jit, static_argnames=("trees", "layout", "table"))
+@stored_jit(static_argnames=("trees", "layout", "table"))
 def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], structure: Structure | None, *, trees: int,
           layout: Layout, table: str = "") -> Plan:
     """The plan of ``ens`` with covers from ``weights f32[T, L]``, ``trees`` per chunk of trees
@@ -352,7 +352,7 @@ def _histogram_batch(ens: TreeEnsemble, batch_size: int | None) -> int:
     return rows if batch_size is None else min(rows, batch_size)
 
 
-@functools.partial(jax.jit, static_argnames=("layout",))
+@stored_jit(static_argnames=("layout",))
 def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout: Layout) -> Plan:
     """``plan`` with the table buckets' tables built from their background pattern histograms
     ``f32[n_chunks, leaves, 2**d]`` (``jaximp._shap.games.interventional_table``)."""

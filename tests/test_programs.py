@@ -1,0 +1,206 @@
+"""Programs kept on disk whole (``jaximp._rows.programs``): found again by a key that names
+everything a program depends on, and never found for a call it was not compiled for.
+
+A program loaded for the wrong arguments would give wrong numbers silently, so the key is
+tested for what must change it (static arguments, shapes, dtypes, pytree static data, JAX's
+settings) and for what it must refuse to name (functions that may close over values, objects
+of unknown types).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental.compilation_cache import compilation_cache
+
+from jaximp._rows import programs
+
+
+@pytest.fixture
+def known(monkeypatch):
+    """The functions and types of this module taken as jaximp's own (only those may be named by a key)."""
+    monkeypatch.setattr(programs, "_KNOWN_MODULES", (*programs._KNOWN_MODULES, __name__.split(".")[0]))
+
+
+@pytest.fixture
+def cache(tmp_path, known):
+    """JAX's persistent cache on in ``tmp_path`` for one test, then off as it was."""
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    saved = {name: getattr(jax.config, name) for name in names}
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    as_a_new_process()
+    yield tmp_path / programs.FOLDER
+    programs.forget()
+    for name, value in saved.items():
+        jax.config.update(name, value)
+    compilation_cache.reset_cache()
+
+
+def as_a_new_process():
+    """Forget every program this process compiled or loaded, as a new process would start."""
+    programs.forget()
+    jax.clear_caches()
+
+
+@pytest.fixture
+def traces():
+    """A counter of JAX's tracing events while a test runs."""
+    events = collections.Counter()
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            events["traces"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    yield events
+    jax.monitoring.unregister_event_duration_listener(listen)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    depth: int
+    names: tuple[str, ...]
+
+
+@functools.partial(programs.stored_jit, static_argnames=("power", "layout"))
+def _scaled(x, params, *, power, layout):
+    return {"y": params["a"] * x**power + layout.depth, "n": x.shape[0]}
+
+
+def _call(x, power=2, layout=Layout(1, ("a",)), a=2.0):
+    return _scaled(x, {"a": np.float32(a)}, power=power, layout=layout)
+
+
+def test_a_program_is_kept_and_loaded_without_tracing(cache, traces):
+    x = np.arange(5, dtype=np.float32)
+    expected = _call(x)
+    assert len(list(cache.iterdir())) == 1 and traces["traces"] == 1
+    as_a_new_process()
+    again = _call(x, a=3.0)  # the same program (a is an argument, not static)
+    assert traces["traces"] == 1
+    np.testing.assert_array_equal(again["y"], 3.0 * x**2 + 1)
+    np.testing.assert_array_equal(expected["y"], 2.0 * x**2 + 1)
+    assert int(again["n"]) == 5
+
+
+@pytest.mark.parametrize("change", [
+    dict(power=3), dict(layout=Layout(2, ("a",))), dict(layout=Layout(1, ("b",))),
+    dict(x=np.arange(6, dtype=np.float32)), dict(x=np.arange(5, dtype=np.int32)),
+    dict(x=np.arange(10, dtype=np.float32).reshape(5, 2)),
+])
+def test_a_program_is_not_loaded_for_other_arguments(cache, traces, change):
+    x = change.pop("x", np.arange(5, dtype=np.float32))
+    _call(np.arange(5, dtype=np.float32))
+    as_a_new_process()
+    out = _call(x, **change)
+    assert traces["traces"] == 2  # traced again, not loaded
+    power, depth = change.get("power", 2), change.get("layout", Layout(1, ("a",))).depth
+    np.testing.assert_array_equal(out["y"], (2.0 * x.astype(np.float32) ** power + depth).astype(out["y"].dtype))
+
+
+def test_keys_name_settings_and_pytree_static_data(known):
+    x = np.zeros(3, np.float32)
+    key = programs.program_key("f", {}, ((x,), {}))
+    assert key == programs.program_key("f", {}, ((np.ones(3, np.float32),), {}))  # values do not matter
+    with jax.enable_x64(True):
+        assert programs.program_key("f", {}, ((x,), {})) != key
+    assert programs.program_key("f", {}, ((x.astype(np.float64),), {})) != key
+    assert programs.program_key("f", {}, ((jnp.asarray(x),), {})) != key  # on a device, committed or not
+    assert programs.program_key("f", {}, ((2.0,), {})) != programs.program_key("f", {}, ((np.float32(2.0),), {}))
+    assert programs.program_key("g", {}, ((x,), {})) != key
+    assert programs.program_key("f", {"k": 1}, ((x,), {})) != programs.program_key("f", {"k": True}, ((x,), {}))
+    big = np.zeros(10_000)
+    other = big.copy()
+    other[5_000] = 1  # NumPy's text form of both is the same ("[0. 0. 0. ... 0. 0. 0.]")
+    assert programs.program_key("f", {"t": big}, ()) != programs.program_key("f", {"t": other}, ())
+    one, other = Layout(1, ("a",)), Layout(1, ("b",))
+    assert programs.program_key("f", {"t": one}, ()) != programs.program_key("f", {"t": other}, ())
+
+
+def _local_scale():
+    factor = 3.0
+    return lambda x: x * factor
+
+
+class Opaque:
+    def __hash__(self):
+        return 0
+
+    def __eq__(self, other):
+        return isinstance(other, Opaque)
+
+
+@pytest.mark.parametrize("value", [lambda x: x, _local_scale(), Opaque(), jnp.sin.__call__, object()])
+def test_keys_refuse_what_they_cannot_name(value):
+    """A lambda or local function may close over values, a user's function or object may change
+    between processes: their calls use jax.jit alone."""
+    with pytest.raises(programs._Unspellable):
+        programs.program_key("f", {"fn": value}, ())
+
+
+def test_local_functions_are_jitted_alone(cache, traces):
+    g = programs.stored_jit(_local_scale())
+    np.testing.assert_array_equal(g(np.ones(2, np.float32)), [3.0, 3.0])
+    assert not cache.exists()
+
+
+def test_an_unreadable_program_is_compiled_again(cache, traces):
+    x = np.arange(4, dtype=np.float32)
+    _call(x)
+    (path,) = cache.iterdir()
+    path.write_bytes(b"not a program")
+    as_a_new_process()
+    np.testing.assert_array_equal(_call(x)["y"], 2.0 * x**2 + 1)
+    assert traces["traces"] == 2 and not path.exists()  # dropped (JAX's cache gave the program again)
+
+
+def test_programs_from_jax_own_cache_are_used_not_kept(cache, traces):
+    """JAX's cache has the program but this folder does not (a program kept by another version
+    of jaximp, say): JAX's copy is used, and not written here, where it would not load whole."""
+    x = np.arange(4, dtype=np.float32)
+    _call(x)
+    (path,) = cache.iterdir()
+    path.unlink()
+    for _ in range(2):
+        as_a_new_process()
+        np.testing.assert_array_equal(_call(x)["y"], 2.0 * x**2 + 1)
+        assert not path.exists()
+    for entry in cache.parent.iterdir():  # JAX's own entries gone: compiled, and kept
+        if entry.name.startswith("jit_"):
+            entry.unlink()
+    as_a_new_process()
+    _call(x)
+    as_a_new_process()
+    before = traces["traces"]
+    np.testing.assert_array_equal(_call(x)["y"], 2.0 * x**2 + 1)
+    assert path.exists() and traces["traces"] == before
+
+
+def test_a_folder_that_cannot_be_written_only_costs_time(cache, traces):
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("a file where the folder would be")
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(_call(x)["y"], 2.0 * x**2 + 1)
+    assert cache.is_file() and not list(cache.parent.glob(".writing-*"))
+
+
+def test_nothing_is_kept_while_the_cache_is_off(tmp_path, traces):
+    assert jax.config.jax_compilation_cache_dir in (None, "")
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(_call(x)["y"], 2.0 * x**2 + 1)
+    assert programs.folder() is None
+
+
+def test_traced_arguments_are_traced_inline(cache):
+    x = np.arange(3, dtype=np.float32)
+    grad = jax.grad(lambda a: _scaled(jnp.asarray(x), {"a": a}, power=2, layout=Layout(0, ()))["y"].sum())(1.0)
+    assert float(grad) == float((x**2).sum()) and not cache.exists()
