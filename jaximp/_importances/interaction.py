@@ -14,7 +14,6 @@ the host (:func:`_credited_pairs`, CatBoost's ``CalcFeatureInteraction``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 
 import jax
@@ -25,6 +24,7 @@ from jax import Array
 from jaximp._importances.interaction_trees import internal_pair_scores, tree_interaction
 from jaximp._models.ensemble import Ensemble, check_model, safe_div
 from jaximp._models.oblivious import ObliviousEnsemble
+from jaximp._rows.programs import stored_jit
 
 OUTPUT_REDUCTIONS = ("sum", "abs")
 
@@ -47,7 +47,10 @@ def _pair_scores(ens: ObliviousEnsemble, output_reduction: str) -> Array:
     return jnp.where(upper & ens.split_mask[:, :, None] & ens.split_mask[:, None, :], score, 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("output_reduction",))
+_pair_scores_kernel = stored_jit(_pair_scores, static_argnames=("output_reduction",))
+
+
+@stored_jit(static_argnames=("output_reduction",))
 def _oblivious_interaction(ens: ObliviousEnsemble, *, output_reduction: str) -> Array:
     """``f32[F, F]`` the Interaction of a numeric oblivious ensemble."""
     fa, fb = ens.split_features[:, :, None], ens.split_features[:, None, :]
@@ -67,7 +70,7 @@ def _oblivious_internal_pairs(ens: ObliviousEnsemble, internal_of: tuple[int, ..
     ``jaximp._importances.interaction_trees.internal_pair_scores``)."""
     internal = np.asarray(internal_of)[np.asarray(ens.split_features)]  # [T, D]
     mask = np.asarray(ens.split_mask)
-    scores = np.asarray(jax.jit(_pair_scores, static_argnums=1)(ens, output_reduction), np.float64)
+    scores = np.asarray(_pair_scores_kernel(ens, output_reduction=output_reduction), np.float64)
     t, a, b = np.nonzero(np.triu(np.ones(scores.shape[1:], bool), 1)[None]
                          & (internal[:, :, None] != internal[:, None, :]))
     order = internal[mask]  # every split in the model's order: trees, then depths

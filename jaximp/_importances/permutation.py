@@ -48,6 +48,7 @@ from jaximp._leaves.predict import kernels as leaf_kernels
 from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
 from jaximp._rows.batching import like_rows, map_rows, on_device, sum_blocks
 from jaximp._rows.inputs import as_features, as_raw_columns, as_weights, featurize
+from jaximp._rows.programs import stored_jit
 
 if TYPE_CHECKING:
     from sklearn.utils import Bunch
@@ -357,7 +358,7 @@ def _row_draws(key: Array, repeats: int, n: int, n_sub: int) -> list[tuple[np.nd
     return draws
 
 
-@jax.jit
+@stored_jit
 def _repeat_seeds(key: Array, repeats: Array) -> Array:
     """``u32[R, ...]``: the data of ``fold_in(key, r)`` for each repeat, in one dispatch."""
     return jax.random.key_data(jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, repeats))

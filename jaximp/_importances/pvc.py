@@ -37,6 +37,7 @@ from jaximp._models.trees import TreeEnsemble, subtree_sums
 from jaximp._rows.batching import where_rows
 from jaximp._rows.frames import is_pool
 from jaximp._rows.inputs import as_features, as_weights
+from jaximp._rows.programs import stored_jit
 
 
 def check_weights_known(ens: Ensemble, fn_name: str, fix: str) -> None:
@@ -109,7 +110,7 @@ EFFECTS = {
 }
 
 
-@jax.jit
+@stored_jit
 def _pvc_kernel(ens: Ensemble, weights: Array) -> Array:
     effect = EFFECTS[ens.layout](ens, weights)
     return 100.0 * safe_div(effect, jnp.sum(effect))
