@@ -26,9 +26,10 @@ from oracles import assert_close, catboost_interactions, catboost_shap, raw_outp
 import jaximp
 from jaximp._importers.cbm import read_cbm
 from jaximp._leaves.predict import KERNELS, predict_rows
-from jaximp._rows import ctr_values, pools
+from jaximp._rows import ctr_values, featurize, pools
 from jaximp._rows.batching import features_first, map_rows
-from jaximp._rows.inputs import as_features
+from jaximp._rows.hashing import projection_hash
+from jaximp._rows.inputs import as_features, as_raw_columns
 
 # Trees without splits -----------------------------------------------------------------------------------------
 
@@ -257,21 +258,59 @@ def test_featurized_rows_reach_the_kernels_feature_major(layout):
         assert_close(np.asarray(interactions).reshape(pairs.shape), pairs)
 
 
-def test_ctrs_of_many_rows_in_two_threads(monkeypatch):
-    """Many rows have half of their CTR projections evaluated in a second thread: the bins equal
-    those of one thread, and the predictions CatBoost's (unseen categories and projections of
-    several categorical columns included)."""
-    fitted = models.catboost_categorical("combinations_4")
+def _fresh_features(frame, ens):
+    """The evaluated rows of ``frame`` from a new CTR engine (no categories seen before)."""
+    featurize._ENGINES.pop(ens.featurizer, None)
+    return as_features(frame, ens, "test")
+
+
+@pytest.mark.parametrize("name", ["combinations_4", "categorical_pairs"])
+def test_ctr_tables_whole_filled_as_needed_or_hashed_give_the_same_bins(monkeypatch, name):
+    """A projection's table of CTR bins (one categorical column or two, with bits) computed whole,
+    filled as rows reach its positions, or replaced by hashing every row: the same evaluated
+    rows, and CatBoost's predictions (unseen categories included)."""
+    fitted = models.catboost_categorical(name)
     frame = models.make_frame(20_000, seed=8, unseen=True)
-    submitted = []
-    worker = ctr_values.worker
-    monkeypatch.setattr(ctr_values, "worker", lambda name: submitted.append(name) or worker(name))
-    threaded = as_features(frame, fitted.ens, "test")
-    assert submitted
-    monkeypatch.setattr(ctr_values, "_THREADED_ROWS", len(frame) + 1)
-    np.testing.assert_array_equal(as_features(frame, fitted.ens, "test"), threaded)
-    assert len(submitted) == 1
-    assert_close(predict_rows(fitted.ens, threaded), raw_output(fitted.model, models.pool(frame)))
+    expected = _fresh_features(frame, fitted.ens)
+    for setting, value in (("_WHOLE_TABLE", 0), ("_WHOLE_TABLE", 1 << 30), ("_MAX_TABLE", 0)):
+        with monkeypatch.context() as patch:
+            patch.setattr(ctr_values, setting, value)
+            np.testing.assert_array_equal(_fresh_features(frame, fitted.ens), expected, err_msg=setting)
+    assert_close(predict_rows(fitted.ens, expected), raw_output(fitted.model, models.pool(frame)))
+
+
+@pytest.mark.parametrize("whole", [0, 1 << 30])
+def test_ctr_tables_grow_with_new_categories(monkeypatch, whole):
+    """Rows with categories the engine has not seen yet (its vocabularies grow, their categories
+    move, the tables start again) give what a new engine gives: the memo is a pure function."""
+    monkeypatch.setattr(ctr_values, "_WHOLE_TABLE", whole)
+    fitted = models.catboost_categorical("combinations_4")
+    first, later = models.make_frame(300, seed=3), models.make_frame(5_000, seed=9, unseen=True)
+    _fresh_features(first, fitted.ens)
+    grown = as_features(later, fitted.ens, "test")  # the same engine, after the first rows
+    np.testing.assert_array_equal(grown, _fresh_features(later, fitted.ens))
+    np.testing.assert_array_equal(as_features(first, fitted.ens, "test"), _fresh_features(first, fitted.ens))
+
+
+@pytest.mark.parametrize("name", ["combinations_2", "categorical_pairs"])
+@pytest.mark.parametrize("nan_fill", [-np.inf, np.inf])  # NaN as the smallest value (Min), or the largest (Max)
+def test_binarized_float_elements_read_from_the_bins(name, nan_fill):
+    """A CTR's binarized float element ``value > border`` read from the feature's bins (its
+    border is one of the feature's) equals the comparison of the values, NaN included."""
+    fitted = models.catboost_categorical(name)
+    frame = models.make_frame(3_000, seed=5, unseen=True)
+    frame.loc[::7, "f0"] = np.nan
+    featurizer = fitted.ens.featurizer
+    raw = as_raw_columns(frame, fitted.ens, "test", "X")
+    fill = np.full(len(featurizer.float_columns), nan_fill, np.float32)
+    bins = np.empty((len(featurizer.float_columns), len(frame)), featurizer.bin_dtype)
+    featurize._float_bins(featurizer, raw.floats, fill, bins)
+    engine = ctr_values.CtrValues(featurizer.ctrs, projection_hash, featurizer.float_borders)
+    assert any(position is not None for _, elements, _ in engine._groups for *_, position in elements)
+    from_bins = engine(raw.floats, raw.cat_hashes, fill, featurizer.bin_dtype, float_bins=bins)
+    compared = ctr_values.CtrValues(featurizer.ctrs, projection_hash)(raw.floats, raw.cat_hashes, fill,
+                                                                     featurizer.bin_dtype)
+    np.testing.assert_array_equal(from_bins, compared)
 
 
 def test_pools_read_in_slices(monkeypatch):

@@ -1,41 +1,69 @@
 """CTR bins of many rows, with the bins of the categories already seen memoized.
 
 A CTR's value depends on a row only through its projection key: the hashes of its categorical
-values and the bits of its binarized float features and one-hot elements. Almost every CTR a
-CatBoost model builds reads one categorical column and a few bits, so for such a projection the
-value is a function of (category, bit pattern): a dense table ``[n_categories, 2**n_bits]`` over
-the distinct categories seen so far in that column. The table is computed once per category (hash, look-up in
-the model's CTR table, the CTR formula), kept, and extended when new categories arrive; a row
-then costs one index computation and one gather per projection. Projections of several
-categorical columns hash every row (``Ctr.values``).
+values and the bits of its binarized float features and one-hot elements. For a projection of
+categorical columns with vocabularies (the distinct categories seen so far) of sizes V1, V2, ...
+and b bits, the value is a function of the table position
+``((id1 * V2 + id2) * ...) * 2**b + pattern``: a dense table per CTR, computed once per position
+(hash, look-up in the model's CTR table, the CTR formula) and kept. A small table is computed
+whole, a large one (several columns, high cardinalities) as rows reach its positions; a grown
+vocabulary starts the table again. A row then costs an index computation and one gather per
+CTR. Projections too large for a table (over ``_MAX_TABLE`` positions) hash every row and look
+up its distinct keys (``Ctr.values``).
 
-The cache only memoizes a pure function of the model (the value of a given category and bit
-pattern never changes), so results do not depend on what was seen before.
+A binarized float element ``value > border`` is read from the float feature's bins when the
+border is one of the feature's own (``bin > k``), a quarter of the bytes of the values.
+
+The memo only keeps a pure function of the model (the value at a given table position never
+changes), so results do not depend on what was seen before.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 _MAX_BITS = 12  # a projection with more bits than this hashes every row instead
-_THREADED_ROWS = 8192  # fewer rows: every projection in the calling thread
-_WORKERS: dict = {}
-_WORKERS_LOCK = threading.Lock()
+_MAX_TABLE = 1 << 24  # nor does one of more table positions (categories x bit patterns) per CTR
+_WHOLE_TABLE = 1 << 16  # tables up to this many positions are computed whole, larger ones as rows need them
 
 
-def worker(name: str) -> Any:
-    """The one worker thread named ``name`` (a ``ThreadPoolExecutor``), made on first use: NumPy's
-    gathers, searches and ufuncs release the GIL, so a second core can run part of them."""
-    with _WORKERS_LOCK:
-        if name not in _WORKERS:
-            from concurrent.futures import ThreadPoolExecutor
+def _unseen(dtype: Any) -> int:
+    """The mark of table positions not computed yet: the dtype's largest value, which no bin
+    takes (``u8`` bins count at most 254 borders)."""
+    return np.iinfo(dtype).max
 
-            _WORKERS[name] = ThreadPoolExecutor(1, thread_name_prefix=name)
-        return _WORKERS[name]
+
+def _gatherer(index: np.ndarray) -> Any:
+    """``gather(table, out)``: ``out[:] = table[index]`` for tables that ``index`` (unsigned or
+    int32, every value in bounds) reads. Arrow's take, when pyarrow is installed, is about 3 times
+    NumPy's on one-byte values: NumPy converts the indices to intp and checks each one."""
+    arrow = _arrow()
+    if arrow is None:  # pragma: no cover - pyarrow is optional
+        return lambda table, out: np.take(table, index, out=out)
+    pa, pc = arrow
+    indices = pa.array(index)  # no copy
+
+    def gather(table: np.ndarray, out: np.ndarray) -> None:
+        out[...] = np.asarray(pc.take(pa.array(table), indices, boundscheck=False))
+
+    return gather
+
+
+@functools.cache
+def _arrow() -> Any:
+    """``(pyarrow, pyarrow.compute)``, or None without pyarrow."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - pyarrow is optional
+        return None
+    return pa, pc
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -56,19 +84,27 @@ class CtrValues:
     Args:
         ctrs: the model's CTRs (``jaximp._models.featurizer.Ctr``), in evaluated-feature order.
         projection_hash: ``(keys: list of i64[n], n) -> u64[n]``, CatBoost's key of a projection.
+        float_borders: each float feature's sorted borders: a binarized float element whose
+            border is one of them is read from the feature's bins (``bin > k`` exactly when
+            ``value > borders[k]``), a quarter of the bytes of its float values.
     """
 
-    def __init__(self, ctrs: Sequence[Any], projection_hash: Any):
+    def __init__(self, ctrs: Sequence[Any], projection_hash: Any, float_borders: Sequence[np.ndarray] = ()):
         self._hash = projection_hash
-        groups: dict[tuple, list[int]] = {}
+        members: dict[tuple, list[int]] = {}
         for j, ctr in enumerate(ctrs):
-            groups.setdefault((ctr.cat_features, ctr.float_elements, ctr.one_hot_elements), []).append(j)
+            members.setdefault((ctr.cat_features, ctr.float_elements, ctr.one_hot_elements), []).append(j)
         self._ctrs = list(ctrs)
-        self._groups = list(groups.items())  # [(projection, CTR positions)]
-        self._single = sorted({cats[0] for (cats, *_), _ in self._groups if len(cats) == 1})
+        # [(categorical features, elements, CTR positions)]; an element is ("f", float feature,
+        # border, the border's position among the feature's borders or None) or ("c", categorical
+        # feature, value hash, None), in the projection's order (floats, then one-hot values)
+        self._groups = [(cats, [("f", f, b, _position(float_borders, f, b)) for f, b in floats]
+                         + [("c", c, v, None) for c, v in one_hot], js)
+                        for (cats, floats, one_hot), js in members.items()]
+        self._columns = sorted({c for cats, _, _ in self._groups for c in cats})
         self._lock = threading.Lock()
         self._vocab: dict[int, np.ndarray] = {}  # categorical feature -> sorted known hashes
-        self._tables: dict[tuple, tuple[int, np.ndarray]] = {}  # projection -> (vocab size, table)
+        self._tables: dict[tuple, tuple[tuple, np.ndarray]] = {}  # projection -> (vocabulary sizes, table)
 
     def __getstate__(self) -> dict:
         """Pickled (Dask ships models to workers) without the lock and the memo, rebuilt there."""
@@ -81,69 +117,101 @@ class CtrValues:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray,
-                 dtype: Any = np.uint8, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray, dtype: Any = np.uint8,
+                 out: np.ndarray | None = None, float_bins: np.ndarray | None = None,
+                 bins_ready: Callable[[], Any] = lambda: None) -> np.ndarray:
         """``[n_ctrs, N]`` every CTR's bin (``dtype``) for the rows (float features
         ``f32[N, n_float]``, hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major;
-        written into ``out`` when given (rows of a larger array)."""
+        written into ``out`` when given (rows of a larger array). ``float_bins``: the float
+        features' bins ``[n_float, N]`` (NaN filled the same way), read once ``bins_ready()``
+        returns (called after the categories are looked up, which it may overlap).
+
+        Every array a projection needs is written into buffers made once per call: fresh pages
+        for each of hundreds of projections cost more than the work."""
         n = floats.shape[0]
         out = np.empty((len(self._ctrs), n), dtype) if out is None else out
-        bits_cache: dict[tuple, np.ndarray] = {}
-        float_columns = np.ascontiguousarray(floats.T)
+        float_columns, cat_columns = np.ascontiguousarray(floats.T), np.ascontiguousarray(cat_hashes.T)
         has_nan = np.isnan(float_columns).any(axis=1)
+        bits, pattern = np.empty(n, bool), np.empty(n, np.uint16)
+        combined = {np.dtype(t): np.empty(n, t) for t in (np.uint16, np.int32)}
 
-        def bit(element: tuple) -> np.ndarray:  # ("f", feature, border) or ("c", cat, value)
-            if element not in bits_cache:
-                kind, index, value = element
-                if kind == "f":
-                    column = float_columns[index]
-                    x = np.where(np.isnan(column), nan_fill[index], column) if has_nan[index] else column
-                    bits_cache[element] = (x > np.float32(value)).view(np.uint8)
-                else:
-                    bits_cache[element] = (cat_hashes[:, index] == value).view(np.uint8)
-            return bits_cache[element]
+        def bit(element: tuple) -> np.ndarray:
+            """The element's 0/1 of every row (``u8``, in the ``bits`` buffer)."""
+            kind, index, value, position = element
+            if kind == "c":
+                np.equal(cat_columns[index], value, out=bits)
+            elif float_bins is not None and position is not None:
+                np.greater(float_bins[index], position, out=bits)
+            else:
+                column = float_columns[index]
+                x = np.where(np.isnan(column), nan_fill[index], column) if has_nan[index] else column
+                np.greater(x, np.float32(value), out=bits)
+            return bits.view(np.uint8)
 
         shifted: dict[tuple[int, int], np.ndarray] = {}
 
-        def shifted_ids(cat: int, n_bits: int) -> np.ndarray:  # each row's category, << n_bits
+        def shifted_ids(cat: int, n_bits: int) -> np.ndarray:  # ids << n_bits, u16 where the table allows
             if (cat, n_bits) not in shifted:
-                if (cat, 0) not in shifted:
-                    shifted[cat, 0] = self._categories(cat, cat_hashes[:, cat])
-                shifted[cat, n_bits] = shifted[cat, 0] << n_bits
+                narrow = len(self._vocab[cat]) << n_bits <= 1 << 16
+                shifted[cat, n_bits] = (ids[cat] << n_bits).astype(np.uint16 if narrow else np.int32)
             return shifted[cat, n_bits]
 
-        def run(groups: list) -> None:
-            for (cats, float_elements, one_hot_elements), members in groups:
-                elements = [("f", f, b) for f, b in float_elements] + [("c", c, v) for c, v in one_hot_elements]
-                if len(cats) == 1 and len(elements) <= _MAX_BITS:
-                    index = shifted_ids(cats[0], len(elements))
-                    if elements:  # the bit pattern, first element highest
-                        pattern = bit(elements[0]).astype(np.uint16)
-                        for element in elements[1:]:
-                            pattern <<= 1
-                            pattern |= bit(element)
-                        index = index | pattern
-                    table = self._dense(cats[0], elements, members, dtype)  # [len(members), V 2**b]
-                    for row, j in enumerate(members):
-                        np.take(table[row], index, out=out[j])
-                else:  # several categorical columns: the rows' distinct keys, looked up once
-                    keys = [cat_hashes[:, c] for c in cats] + [bit(e).astype(np.int64) for e in elements]
-                    codes, distinct = _factorize(self._hash(keys, n))
+        with self._lock:
+            # every vocabulary extended first: i32[n] each row's position in its column's vocabulary
+            ids = {cat: self._categories(cat, cat_columns[cat]) for cat in self._columns}
+            bins_ready()
+            unseen = _unseen(dtype)
+            for cats, elements, members in self._groups:
+                sizes = tuple(len(self._vocab[c]) for c in cats)
+                if len(elements) > _MAX_BITS or math.prod(sizes) << len(elements) > _MAX_TABLE:
+                    keys = [cat_columns[c] for c in cats] + [bit(e).astype(np.int64) for e in elements]
+                    codes, distinct = _factorize(self._hash(keys, n))  # the rows' distinct keys, looked up once
                     for j in members:
                         np.take(self._ctrs[j].bins(distinct).astype(dtype), codes, out=out[j])
-
-        with self._lock:
-            for cat in self._single:  # every vocabulary extended here, before any table is read
-                shifted_ids(cat, 0)
-            if n < _THREADED_ROWS or len(self._groups) < 2:
-                run(self._groups)
-            else:  # half of the projections in a second thread (NumPy's gathers release the GIL)
-                half = worker("jaximp-ctrs").submit(run, self._groups[1::2])
-                try:
-                    run(self._groups[::2])
-                finally:
-                    half.result()
+                    continue
+                if len(cats) == 1:
+                    index = shifted_ids(cats[0], len(elements))
+                else:  # the categories' mixed-radix number (< _MAX_TABLE), in the int32 buffer
+                    index = np.multiply(ids[cats[0]], np.int32(sizes[1]), out=combined[np.dtype(np.int32)])
+                    for c, size in zip(cats[1:], (*sizes[2:], 1)):
+                        np.add(index, ids[c], out=index)
+                        np.multiply(index, np.int32(size), out=index)
+                    np.left_shift(index, np.int32(len(elements)), out=index)
+                if len(elements) == 1:
+                    index = np.bitwise_or(index, bit(elements[0]), out=combined[index.dtype])
+                elif elements:  # the bit pattern, first element highest
+                    np.copyto(pattern, bit(elements[0]))
+                    for element in elements[1:]:
+                        np.left_shift(pattern, 1, out=pattern)
+                        np.bitwise_or(pattern, bit(element), out=pattern)
+                    index = np.bitwise_or(index, pattern, out=combined[index.dtype])
+                self._gather(cats, sizes, elements, members, index, out, dtype, unseen)
         return out
+
+    def _gather(self, cats: tuple, sizes: tuple, elements: list, members: list[int], index: np.ndarray,
+                out: np.ndarray, dtype: Any, unseen: int) -> None:
+        """``out[j]`` the bins of each CTR ``j`` of ``members`` (one projection) for the rows' table
+        positions ``index`` (< prod(sizes) 2**n_bits: the ids are checked < their vocabulary's
+        size, the pattern has n_bits bits), from the projection's table. A table of up to
+        ``_WHOLE_TABLE`` positions is computed whole; a larger one as rows reach its positions
+        (``unseen`` marks the others)."""
+        projection = (cats, tuple(elements))
+        shape, table = self._tables.get(projection, (None, None))
+        if shape != sizes:  # new, or a vocabulary grew (its categories moved)
+            positions = math.prod(sizes) << len(elements)
+            if positions <= _WHOLE_TABLE:
+                table = self._table(cats, sizes, len(elements), members, np.arange(positions), dtype)
+            else:
+                table = np.full((len(members), positions), unseen, dtype)
+            self._tables[projection] = (sizes, table)
+        gather = _gatherer(index)
+        gather(table[0], out[members[0]])
+        if table.shape[1] > _WHOLE_TABLE and out[members[0]].max() == unseen:  # positions not computed yet
+            new = np.unique(index[out[members[0]] == unseen])
+            table[:, new] = self._table(cats, sizes, len(elements), members, new, dtype)
+            gather(table[0], out[members[0]])
+        for row, j in enumerate(members[1:], start=1):
+            gather(table[row], out[j])
 
     def _categories(self, cat: int, hashes: np.ndarray) -> np.ndarray:
         """``i32[n]`` the position of each hash in the column's vocabulary, extended first with
@@ -155,23 +223,29 @@ class CtrValues:
             vocab = np.union1d(vocab, distinct)
             self._vocab[cat] = vocab
             at = np.searchsorted(vocab, distinct)
+        if len(at) and not 0 <= at.min() <= at.max() < len(vocab):  # the gathers read tables unchecked
+            raise AssertionError("a category's position is outside its vocabulary")
         return at.astype(np.int32)[codes]
 
-    def _dense(self, cat: int, elements: list, members: list[int], dtype: Any) -> np.ndarray:
-        """``[len(members), n_categories 2**n_bits]`` the CTR bins of every known category and bit pattern."""
-        vocab = self._vocab[cat]
-        projection = (cat, tuple(elements))
-        size, table = self._tables.get(projection, (0, None))
-        if size != len(vocab):
-            table = self._table(vocab, len(elements), members).astype(dtype)
-            self._tables[projection] = (len(vocab), table)
-        return table
+    def _table(self, cats: tuple, sizes: tuple, n_bits: int, members: list[int], positions: np.ndarray,
+               dtype: Any) -> np.ndarray:
+        """``[len(members), len(positions)]`` the CTR bins (``dtype``) at table ``positions``: the
+        categories' mixed-radix number, shifted left by ``n_bits``, or'ed with the bit pattern
+        (first element highest)."""
+        rest, keys = positions.astype(np.int64) >> n_bits, []
+        for c, size in zip(cats[::-1], sizes[::-1]):
+            keys.insert(0, self._vocab[c][rest % size])
+            rest //= size
+        keys += [(positions >> (n_bits - 1 - i)) & 1 for i in range(n_bits)]
+        key = self._hash(keys, len(positions))
+        bins = np.stack([self._ctrs[j].bins(key) for j in members])
+        if (bins >= _unseen(dtype)).any():
+            raise AssertionError("a CTR bin collides with the mark of unseen table positions")
+        return bins.astype(dtype)
 
-    def _table(self, vocab: np.ndarray, n_bits: int, members: list[int]) -> np.ndarray:
-        """The CTRs of every (category, bit pattern): row ``v * 2**b + pattern``."""
-        patterns = np.arange(1 << n_bits)
-        category = np.repeat(vocab, len(patterns))
-        pattern = np.tile(patterns, len(vocab))
-        keys = [category] + [(pattern >> (n_bits - 1 - i)) & 1 for i in range(n_bits)]
-        key = self._hash(keys, len(category))
-        return np.stack([self._ctrs[j].bins(key) for j in members])
+
+def _position(float_borders: Sequence[np.ndarray], feature: int, border: float) -> int | None:
+    """The position of ``border`` among the float feature's borders, or None when it is not one."""
+    borders = np.asarray(float_borders[feature] if feature < len(float_borders) else (), np.float32)
+    k = int(np.searchsorted(borders, np.float32(border)))
+    return k if k < len(borders) and borders[k] == np.float32(border) else None

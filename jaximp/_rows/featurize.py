@@ -12,15 +12,30 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 
 from jaximp._models.featurizer import Featurizer
-from jaximp._rows.ctr_values import CtrValues, worker
+from jaximp._rows.ctr_values import CtrValues
 from jaximp._rows.hashing import projection_hash
 
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
+
+
+_WORKERS: dict = {}
+
+
+def worker(name: str) -> Any:
+    """The one worker thread named ``name`` (a ``ThreadPoolExecutor``), made on first use: NumPy's
+    searches and ufuncs release the GIL, so a second core can run part of them."""
+    with _LOCK:
+        if name not in _WORKERS:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _WORKERS[name] = ThreadPoolExecutor(1, thread_name_prefix=name)
+        return _WORKERS[name]
 
 
 def ctr_values(featurizer: Featurizer) -> CtrValues:
@@ -29,7 +44,7 @@ def ctr_values(featurizer: Featurizer) -> CtrValues:
     with _LOCK:
         engine = _ENGINES.get(featurizer)
         if engine is None:
-            engine = _ENGINES[featurizer] = CtrValues(featurizer.ctrs, projection_hash)
+            engine = _ENGINES[featurizer] = CtrValues(featurizer.ctrs, projection_hash, featurizer.float_borders)
         return engine
 
 
@@ -37,8 +52,9 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
     """``[N, E]`` the bin of every evaluated feature: ``#{borders < value}``, as ``u8`` (``i32``
     when a feature has more than 254 borders).
 
-    The float features' border searches run in a second thread (NumPy's search releases the
-    GIL) while this one computes the one-hot elements and the CTRs, for many rows.
+    The float features' bins are counted in a second thread for many rows (NumPy releases the
+    GIL) while this one computes the one-hot elements and looks up the categories; the CTRs,
+    whose binarized float elements read those bins, come last.
 
     Args:
         floats: ``f32[N, n_float]`` the float features, in float-feature order.
@@ -48,32 +64,33 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
     out = np.empty((featurizer.n_evaluated, n), featurizer.bin_dtype)  # feature-major, transposed at the end
     fill = np.asarray(featurizer.float_nan_fill, np.float32)
     n_float = len(featurizer.float_columns)
-    searching = None
+    counting = None
     if n >= _THREADED_ROWS and n_float:
-        searching = worker("jaximp-borders").submit(_float_bins, featurizer, floats, fill, out[:n_float])
+        counting = worker("jaximp-borders").submit(_float_bins, featurizer, floats, fill, out)
     else:
-        _float_bins(featurizer, floats, fill, out[:n_float])
+        _float_bins(featurizer, floats, fill, out)
     try:
         for j, (c, value) in enumerate(featurizer.one_hot):
             out[n_float + j] = cat_hashes[:, c] == value
         ctr_values(featurizer)(floats, cat_hashes, fill, featurizer.bin_dtype,
-                               out=out[n_float + len(featurizer.one_hot):])
+                               out=out[n_float + len(featurizer.one_hot):], float_bins=out[:n_float],
+                               bins_ready=counting.result if counting is not None else lambda: None)
     finally:
-        if searching is not None:
-            searching.result()
+        if counting is not None:
+            counting.result()
     return out.T
 
 
-_THREADED_ROWS = 8192  # fewer rows: the float searches run in the calling thread
+_THREADED_ROWS = 8192  # fewer rows: the float features' bins in the calling thread
 
 
 def _float_bins(featurizer: Featurizer, floats: np.ndarray, fill: np.ndarray, out: np.ndarray) -> None:
     """``out[f]`` the bins of float feature ``f`` of ``floats f32[N, n_float]``, NaN per the feature's
     mode (``fill``)."""
-    nan = np.isnan(floats)
     for f, search in enumerate(_searches(featurizer)):
         column = floats[:, f]
-        out[f] = search(np.where(nan[:, f], fill[f], column) if nan[:, f].any() else column)
+        nan = np.isnan(column)
+        out[f] = search(np.where(nan, fill[f], column) if nan.any() else column)
 
 
 _SEARCHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
