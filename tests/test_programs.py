@@ -204,3 +204,34 @@ def test_traced_arguments_are_traced_inline(cache):
     x = np.arange(3, dtype=np.float32)
     grad = jax.grad(lambda a: _scaled(jnp.asarray(x), {"a": a}, power=2, layout=Layout(0, ()))["y"].sum())(1.0)
     assert float(grad) == float((x**2).sum()) and not cache.exists()
+
+
+def test_public_functions_with_the_cache_on(cache, regression_model):
+    """Every function of a model and rows gives, with the cache on, the numbers it gives without
+    it: when it compiles and keeps its programs, and when a new process loads them (typed random
+    keys, pytrees of the model and plans, static layouts)."""
+    import jaximp
+
+    _, ens, X, y = regression_model
+    calls = {
+        "predict": lambda: jaximp.predict(ens, X),
+        "leaf_indices": lambda: jaximp.leaf_indices(ens, X),
+        "shap_values": lambda: jaximp.shap_values(ens, X),
+        "interventional": lambda: jaximp.shap_values(ens, X[:50], background=X[:40], method="interventional"),
+        "interactions": lambda: jaximp.shap_interaction_values(ens, X[:20]),
+        "prediction_values_change": lambda: jaximp.prediction_values_change(ens),
+        "interaction": lambda: jaximp.interaction(ens),
+        "permutation": lambda: jaximp.permutation_importance(ens, X, y, n_repeats=2, random_state=0).importances,
+        "loss_function_change": lambda: jaximp.loss_function_change(ens, X, y),
+        "split_importance": lambda: jaximp.split_importance(ens, "gain"),
+        "soft_shap_values": lambda: jaximp.soft_shap_values(ens, X[:30], 0.1),
+        "shap_importance": lambda: jaximp.shap_importance(ens, X),
+    }
+    jax.config.update("jax_compilation_cache_dir", None)
+    expected = {name: np.asarray(call()) for name, call in calls.items()}
+    jax.config.update("jax_compilation_cache_dir", str(cache.parent))
+    for _ in range(2):  # compiled and kept, then loaded
+        as_a_new_process()
+        for name, call in calls.items():
+            np.testing.assert_array_equal(np.asarray(call()), expected[name], err_msg=name)
+    assert len(list(cache.iterdir())) >= len(calls)

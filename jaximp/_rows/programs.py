@@ -222,6 +222,8 @@ def _spell_leaf(x: Any) -> str:
     if isinstance(x, jax.core.Tracer):
         raise _Unspellable(x)
     if isinstance(x, jax.Array):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            raise _Unspellable(x)  # a typed key: its implementation is not in its dtype's name
         devices = sorted(d.id for d in x.devices())
         spec = _spell(tuple(x.sharding.spec)) if hasattr(x.sharding, "spec") else type(x.sharding).__name__
         return f"{x.dtype}{x.shape}{'w' if x.weak_type else ''}@{devices}:{spec}"
