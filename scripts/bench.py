@@ -784,8 +784,20 @@ def device_name() -> str:
 
     device = jax.devices()[0]
     if device.platform == "cpu":
-        return f"CPU ({os.cpu_count()} cores, {platform.processor() or platform.machine()})"
+        return f"CPU ({os.cpu_count()} cores, {cpu_model()})"
     return f"{device.platform.upper()} {device.device_kind}"
+
+
+def cpu_model() -> str:
+    """The processor's model name and family/model numbers (from /proc/cpuinfo on Linux): the
+    ratios move between machines of the same core count."""
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+    except OSError:
+        return platform.processor() or platform.machine()
+    info = {key.strip(): value.strip() for key, value in info.items()}
+    name, family, model = (info.get(key, "?") for key in ("model name", "cpu family", "model"))
+    return f"{name}, family {family} model {model}"
 
 
 OPT_IN = ("libraries",  # not in the default run yet: their deep-tree kernels take tens of minutes
@@ -880,7 +892,10 @@ def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str
         "- Permutation importance draws its own row permutations, so it agrees with sklearn within",
         "  sampling error (the tests check that), not number for number.",
         "- Timings on a shared 2-core virtual machine move by 20-50% between runs (the\n  machine's speed drifts "
-        "over minutes); compare ratios, taken in the same run.",
+        "over minutes); compare ratios, taken in the same run. Ratios also move between machines",
+        "  (the device line names the processor): on an earlier 2-core machine, the same code's raw",
+        "  predict ran at 1.1x CatBoost's, Depthwise predict at 1.2x and path-dependent SHAP at 30x, where",
+        "  another gave 0.6x, 0.7x and 16x, with CatBoost's own times about the same on both.",
         "- No GPU was lent to the sessions that wrote this: there are no GPU rows yet.",
     ]
     return "\n".join(lines) + "\n"
@@ -976,10 +991,12 @@ def update_readme(results: list[dict], scale: dict) -> None:
     if scale:
         import textwrap
 
-        first = "; ".join(f"{r['model']}: {r['shap_values no cache']:.1f} s" for r in scale["first"])
+        first = "; ".join(f"{r['model']}: {r['shap_values no cache']:.1f} s ({r['shap_values cache filled']:.2f} s)"
+                          for r in scale["first"])
         smallest, largest = scale["stream"]["files"][0], scale["stream"]["files"][-1]
         lines += [""] + textwrap.wrap(
-            f"First `shap_values` call on 1,000 rows in a fresh process, compiling included: {first}. "
+            f"First `shap_values` call on 1,000 rows in a fresh process, compiling included (in brackets: with "
+            f"the compilation cache filled by an earlier process): {first}. "
             f"`explain_files` streams {largest['rows']:,} rows with a peak of {largest['peak_rss_mb']:,.0f} MB "
             f"({smallest['peak_rss_mb']:,.0f} MB for {smallest['rows']:,}).", 100)
     text = README.read_text()
