@@ -158,8 +158,7 @@ def test_model_losses_match_catboost_eval_metrics(kind, metric, weighted):
     raw = np.asarray(ens.predict(X))
     want = model.eval_metrics(catboost.Pool(X, y, weight=w), [metric])[metric][-1]
     yt = scoring.as_targets(y, ens, len(X), "test")
-    loss = scoring.MODEL_LOSSES[metric]
-    got = -_jax(scoring.loss_score(loss), yt, raw, w)
+    got = -_jax(scoring.loss_score(metric), yt, raw, w)
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
@@ -246,7 +245,8 @@ def test_model_loss_row_scores_equal_minus_the_loss(kind, loss):
     raw = np.asarray(ens.predict(X))
     targets = scoring.as_targets(y, ens, len(y), "test")
     weights = as_weights(w, len(y), "test")
-    expected = _jax(scoring.loss_score(scoring.model_loss(ens, "test")), targets, raw, weights)
+    assert scoring.model_loss(ens, "test") is scoring.MODEL_LOSSES[loss]
+    expected = _jax(scoring.loss_score(loss), targets, raw, weights)
     np.testing.assert_allclose(_row_score_value(scoring.row_score(None, ens), targets, raw, weights), expected,
                                rtol=RTOL, atol=ATOL)
     assert scoring.row_score(None, ens) is scoring.row_score(None, ens)  # one object per loss: a static argument

@@ -124,10 +124,12 @@ def test_keys_name_settings_and_pytree_static_data(known):
     assert programs.program_key("f", {"t": big}, ()) != programs.program_key("f", {"t": other}, ())
     one, other = Layout(1, ("a",)), Layout(1, ("b",))
     assert programs.program_key("f", {"t": one}, ()) != programs.program_key("f", {"t": other}, ())
+    plus = [lambda v: v + 1, lambda v: v + 2, lambda v: v - 1]  # one name, one line: told apart by their code
+    keys = {programs.program_key("f", {"fn": fn}, ()) for fn in plus}
+    assert len(keys) == 3 and programs.program_key("f", {"fn": plus[0]}, ()) in keys
 
 
-def _local_scale():
-    factor = 3.0
+def _local_scale(factor=3.0):
     return lambda x: x * factor
 
 
@@ -141,16 +143,26 @@ class Opaque:
 
 @pytest.mark.parametrize("value", [lambda x: x, _local_scale(), Opaque(), jnp.sin.__call__, object()])
 def test_keys_refuse_what_they_cannot_name(value):
-    """A lambda or local function may close over values, a user's function or object may change
-    between processes: their calls use jax.jit alone."""
+    """A user's function or object may change between processes unseen (here this module's, not
+    taken as jaximp's own): their calls use jax.jit alone."""
     with pytest.raises(programs._Unspellable):
         programs.program_key("f", {"fn": value}, ())
 
 
-def test_local_functions_are_jitted_alone(cache, traces):
-    g = programs.stored_jit(_local_scale())
-    np.testing.assert_array_equal(g(np.ones(2, np.float32)), [3.0, 3.0])
-    assert not cache.exists()
+def test_local_functions_are_named_by_their_code_and_what_they_close_over(cache, traces):
+    """A closure is kept under its code and the values it closes over: another value is another
+    program (here the factor is compiled in), and a value the key cannot name keeps it out."""
+    x = np.ones(2, np.float32)
+    np.testing.assert_array_equal(programs.stored_jit(_local_scale(3.0))(x), [3.0, 3.0])
+    np.testing.assert_array_equal(programs.stored_jit(_local_scale(5.0))(x), [5.0, 5.0])
+    assert len(list(cache.iterdir())) == 2
+    as_a_new_process()
+    before = traces["traces"]
+    np.testing.assert_array_equal(programs.stored_jit(_local_scale(5.0))(x), [5.0, 5.0])
+    assert traces["traces"] == before
+    opaque = Opaque()
+    np.testing.assert_array_equal(programs.stored_jit(lambda v: v + (opaque is not None))(x), [2.0, 2.0])
+    assert len(list(cache.iterdir())) == 2
 
 
 def test_an_unreadable_program_is_compiled_again(cache, traces):
@@ -206,10 +218,10 @@ def test_traced_arguments_are_traced_inline(cache):
     assert float(grad) == float((x**2).sum()) and not cache.exists()
 
 
-def test_public_functions_with_the_cache_on(cache, regression_model):
+def test_public_functions_with_the_cache_on(cache, traces, regression_model):
     """Every function of a model and rows gives, with the cache on, the numbers it gives without
     it: when it compiles and keeps its programs, and when a new process loads them (typed random
-    keys, pytrees of the model and plans, static layouts)."""
+    keys, pytrees of the model and plans, static layouts), which then traces nothing."""
     import jaximp
 
     _, ens, X, y = regression_model
@@ -232,6 +244,11 @@ def test_public_functions_with_the_cache_on(cache, regression_model):
     jax.config.update("jax_compilation_cache_dir", str(cache.parent))
     for _ in range(2):  # compiled and kept, then loaded
         as_a_new_process()
+        traced = {}
         for name, call in calls.items():
+            before = traces["traces"]
             np.testing.assert_array_equal(np.asarray(call()), expected[name], err_msg=name)
+            traced[name] = traces["traces"] - before
+    # only jax.random.key(random_state), an op outside any program, traces in permutation_importance
+    assert traced == {**dict.fromkeys(calls, 0), "permutation": 2}
     assert len(list(cache.iterdir())) >= len(calls)

@@ -24,7 +24,6 @@ count). Other scores (ROC AUC, F1, functions) score the permuted predictions of 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -303,14 +302,16 @@ def _materialized(ens: Ensemble, x: Any, raw_columns: Any, setup: PermutationSet
         y_scored, w_scored = targets[take], weights[take]
         raw = raw.reshape(repeats, n_scored, -1)
         permuted = permuted.reshape(repeats, n_scored, len(setup.groups), -1)
-    base, scores = _score_runner(setup.scorer, ens.n_outputs, shared)(y_scored, w_scored, raw, permuted)
+    base, scores = _scores(y_scored, w_scored, raw, permuted, score_fn=setup.scorer, n_outputs=ens.n_outputs,
+                           shared_rows=shared)
     return np.asarray(base, np.float64)[None, :] - np.asarray(scores, np.float64).T  # [G, R]
 
 
-@functools.lru_cache(maxsize=64)
-def _score_runner(score_fn, n_outputs: int, shared_rows: bool):
-    """A jitted ``(y, w, raw, permuted) -> (f32[R], f32[R, G])`` that scores results in the
-    layout the kernel writes them (no host transpose of the ``R G N K`` predictions).
+@stored_jit(static_argnames=("score_fn", "n_outputs", "shared_rows"))
+def _scores(y: Array, w: Array, raw: Array, permuted: Array, *, score_fn: Callable, n_outputs: int,
+            shared_rows: bool) -> tuple[Array, Array]:
+    """``(f32[R], f32[R, G])`` the baseline's and each group's score per repeat, from results in
+    the layout the kernel writes them (no host transpose of the ``R G N K`` predictions).
 
     ``shared_rows``: every repeat scores all N rows: ``y [N]``, ``w [N]``, ``raw [N, K]``,
     ``permuted [N, R, G, K]``; else repeat r scores its own n rows: ``y [R, n]``, ``w [R, n]``,
@@ -328,19 +329,15 @@ def _score_runner(score_fn, n_outputs: int, shared_rows: bool):
         # (vmap over the group axis is 10x slower on CPU)
         return jax.lax.map(lambda raw: score(y, w, raw), both)
 
-    @jax.jit
-    def run(y, w, raw, permuted):
-        if shared_rows:
-            n, repeats = permuted.shape[:2]
-            base = jnp.broadcast_to(raw[:, None, None], (n, repeats, 1, raw.shape[-1]))
-            both = jnp.transpose(jnp.concatenate([base, permuted], axis=2), (1, 2, 0, 3))
-            y, w = jnp.broadcast_to(y, (repeats,) + y.shape), jnp.broadcast_to(w, (repeats, n))
-        else:
-            both = jnp.transpose(jnp.concatenate([raw[:, :, None], permuted], axis=2), (0, 2, 1, 3))
-        scores = jax.lax.map(one_repeat, (y, w, both))  # [R, G + 1]
-        return scores[:, 0], scores[:, 1:]
-
-    return run
+    if shared_rows:
+        n, repeats = permuted.shape[:2]
+        base = jnp.broadcast_to(raw[:, None, None], (n, repeats, 1, raw.shape[-1]))
+        both = jnp.transpose(jnp.concatenate([base, permuted], axis=2), (1, 2, 0, 3))
+        y, w = jnp.broadcast_to(y, (repeats,) + y.shape), jnp.broadcast_to(w, (repeats, n))
+    else:
+        both = jnp.transpose(jnp.concatenate([raw[:, :, None], permuted], axis=2), (0, 2, 1, 3))
+    scores = jax.lax.map(one_repeat, (y, w, both))  # [R, G + 1]
+    return scores[:, 0], scores[:, 1:]
 
 
 def _row_draws(key: Array, repeats: int, n: int, n_sub: int) -> list[tuple[np.ndarray, np.ndarray]]:

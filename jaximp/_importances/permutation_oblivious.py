@@ -448,5 +448,5 @@ def kernel_setup(ens: ObliviousEnsemble, x: Any, groups: list[np.ndarray], repea
     bins = map_rows(_bins_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                     progress=False)  # [N, E]
     tabulate = plan.slot_tree.size * ens.n_leaves * ens.n_outputs <= _INCREMENT_TABLE
-    params = (ens, plan, power_of_two_rows(jnp.asarray(bins)))
+    params = (ens, plan, power_of_two_rows(bins))
     return KernelSetup(_permuted_kernel, params, batch_size, dict(cpu=platform == "cpu", tabulate=tabulate))

@@ -93,5 +93,6 @@ def kernel_setup(ens: TreeEnsemble, x: Any, groups: list[np.ndarray], repeats: i
     masks = np.zeros((len(groups) + 1, ens.n_evaluated), bool)
     for g, columns in enumerate(groups):
         masks[g + 1, np.asarray(columns, np.int64)] = True
-    params = (ens, power_of_two_rows(jnp.asarray(x, jnp.float32)), jnp.asarray(masks))
+    rows = np.asarray(x, np.float32) if isinstance(x, np.ndarray) else jnp.asarray(x, jnp.float32)
+    params = (ens, power_of_two_rows(rows), jax.device_put(masks))
     return KernelSetup(_permuted_kernel, params, batch_size)

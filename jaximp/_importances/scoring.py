@@ -187,14 +187,16 @@ def model_loss(ens: Ensemble, fn_name: str) -> ModelLoss:
 
 
 @functools.cache
-def loss_score(loss: ModelLoss) -> Callable:
-    """``(y, raw, w) -> -loss``, the "greater is better" score of a model loss (API layout raw)."""
+def loss_score(name: str) -> Callable:
+    """``(y, raw, w) -> -loss``, the "greater is better" score of the model loss ``name`` (a key of
+    :data:`MODEL_LOSSES`; API layout raw). A partial of a module function, so that a compiled
+    program's key can name it (``jaximp._rows.programs``)."""
+    return functools.partial(_negated_loss, name=name)
 
-    def score(y, raw, w):
-        total = jnp.sum(w * loss.row_loss(y, as_columns(raw)))
-        return -loss.final(total, jnp.sum(w))
 
-    return score
+def _negated_loss(y: Array, raw: Array, w: Array, *, name: str) -> Array:
+    loss = MODEL_LOSSES[name]
+    return -loss.final(jnp.sum(w * loss.row_loss(y, as_columns(raw))), jnp.sum(w))
 
 
 def resolve_scoring(scoring: Any, ens: Ensemble, task: Task, fn_name: str) -> Callable:
@@ -207,7 +209,7 @@ def resolve_scoring(scoring: Any, ens: Ensemble, task: Task, fn_name: str) -> Ca
     if scoring is None:
         if ens.loss_function not in MODEL_LOSSES:
             raise ValueError(_scoring_needed(ens, task, fn_name))
-        return loss_score(MODEL_LOSSES[ens.loss_function])
+        return loss_score(ens.loss_function)
     if callable(scoring):
         return scoring
     if not isinstance(scoring, str):

@@ -13,14 +13,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 
-def power_of_two_rows(a: Array) -> Array:
-    """``a [N, ...]`` with its rows zero-padded to a power of two: a table of every row that a
-    kernel gathers from, whose compiled shape then serves every N up to that power."""
+def power_of_two_rows(a: Any) -> Array:
+    """``a [N, ...]`` with its rows zero-padded to a power of two, on the device: a table of every
+    row that a kernel gathers from, whose compiled shape then serves every N up to that power.
+    Host rows are padded on the host and put on the device (no program to trace)."""
     size = 1 << max(0, a.shape[0] - 1).bit_length()
-    return jnp.pad(a, ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
+    widths = ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1)
+    return jax.device_put(np.pad(a, widths)) if isinstance(a, np.ndarray) else jnp.pad(a, widths)
 
 
 def whole_blocks(a: Array, block: int, axis: int = 0) -> Array:

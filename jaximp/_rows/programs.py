@@ -8,16 +8,18 @@ a CPU). While that cache is on, :func:`stored_jit` also keeps each jaximp progra
 in the same directory (``jaximp-programs/``), under a key spelled from everything that makes
 the program, without tracing it:
 
-* the function's name and its static arguments;
+* the function and its static arguments (a function by its module, name, bytecode, constants and
+  the values it closes over: lambdas and closures of jaximp, JAX and NumPy are named exactly);
 * the structure of the other arguments (with the static data of their pytree nodes), and each
   array's shape, dtype, weak type and devices;
 * the devices, JAX's settings that change a trace (``jax_enable_x64``, promotion rules, ...),
   ``XLA_FLAGS``, the versions of JAX and jaxlib, and a digest of jaximp's own source.
 
-A key that cannot be spelled exactly (a static argument of a type it does not know, a function
-that may close over values, a traced argument) uses ``jax.jit`` alone, as does every call while
-the cache is off. The executables are loaded as JAX loads its own cached programs: the directory
-must be as trusted as the code that runs (JAX's warning on ``deserialize_and_load``).
+A key that cannot be spelled exactly (a static argument of a type it does not know, a user's
+function, which may change between processes unseen, a traced argument) uses ``jax.jit`` alone,
+as does every call while the cache is off. The executables are loaded as JAX loads its own
+cached programs: the directory must be as trusted as the code that runs (JAX's warning on
+``deserialize_and_load``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 import tempfile
 import threading
 import types
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,7 +147,10 @@ def program_key(name: str, static: dict, arguments: Any) -> str:
     """The hex digest naming the program of ``name`` with ``static`` arguments for ``arguments``
     (see the module's docstring); ``_Unspellable`` when it cannot be spelled exactly."""
     leaves, tree = jax.tree_util.tree_flatten(arguments)
-    parts = [name, _spell(static), _spell_tree(tree), ";".join(map(_spell_leaf, leaves)), _environment()]
+    try:
+        parts = [name, _spell(static), _spell_tree(tree), ";".join(map(_spell_leaf, leaves)), _environment()]
+    except RecursionError:  # a function that closes over itself
+        raise _Unspellable(name) from None
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -160,8 +167,8 @@ def _source_digest() -> str:
 def _environment() -> str:
     settings = [f"{name}={getattr(jax.config, name, None)!r}" for name in _SETTINGS]
     devices = [(d.platform, d.device_kind, d.id) for d in jax.devices()]
-    return "|".join([jax.__version__, jaxlib.__version__, _source_digest(), os.environ.get("XLA_FLAGS", ""),
-                     repr(devices), jax.default_backend(), *settings])
+    return "|".join([sys.version, jax.__version__, jaxlib.__version__, _source_digest(),
+                     os.environ.get("XLA_FLAGS", ""), repr(devices), jax.default_backend(), *settings])
 
 
 def _name(obj: Any) -> str:
@@ -175,8 +182,10 @@ def _name(obj: Any) -> str:
 def _spell(value: Any) -> str:
     """An exact text form of a static value (equal values, equal texts; different values of the
     known kinds, different texts)."""
-    if value is None or isinstance(value, (bool, int, float, complex, str)):
+    if value is None or value is Ellipsis or isinstance(value, (bool, int, float, complex, str)):
         return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, slice):
+        return f"slice({_spell(value.start)},{_spell(value.stop)},{_spell(value.step)})"
     if isinstance(value, (bytes, np.ndarray)):
         data = value if isinstance(value, bytes) else np.ascontiguousarray(value).tobytes()
         shape = "" if isinstance(value, bytes) else f"{value.dtype}{value.shape}"
@@ -196,16 +205,57 @@ def _spell(value: Any) -> str:
     if isinstance(value, type):
         return _name(value)
     if dataclasses.is_dataclass(value):
-        fields = ",".join(f"{f.name}={_spell(getattr(value, f.name))}" for f in dataclasses.fields(value))
-        return f"{_name(type(value))}({fields})"
+        return _spell_dataclass(value)
     if isinstance(value, functools.partial):
         return f"partial({_spell(value.func)},{_spell(value.args)},{_spell(value.keywords)})"
-    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
-        return "function:" + _name(value)
+    if isinstance(value, types.FunctionType):  # its code, and the values it closes over
+        module = value.__module__ or ""
+        if module.split(".")[0] not in _KNOWN_MODULES:
+            raise _Unspellable(value)  # a user's function may change between processes
+        try:
+            cells = tuple(cell.cell_contents for cell in value.__closure__ or ())
+        except ValueError:  # an empty cell
+            raise _Unspellable(value) from None
+        code = hashlib.sha256(_spell_code(value.__code__).encode()).hexdigest()
+        return (f"function:{module}.{value.__qualname__}:{code}:{_spell(cells)}:{_spell(value.__defaults__)}:"
+                f"{_spell(value.__kwdefaults__)}")
+    if isinstance(value, (types.BuiltinFunctionType, np.ufunc)):
+        return "builtin:" + _name(value)
     if isinstance(value, jax.sharding.NamedSharding):
         return f"NamedSharding({_spell(value.mesh.devices.shape)},{_spell([d.id for d in value.mesh.devices.flat])}," \
                f"{_spell(value.mesh.axis_names)},{_spell(tuple(value.spec))})"
     raise _Unspellable(value)
+
+
+_SPELLED: dict[int, tuple[Any, str]] = {}  # id of a frozen dataclass -> (a weak reference to it, its text)
+
+
+def _spell_dataclass(value: Any) -> str:
+    """A dataclass spelled field by field; a frozen one once per object, found by identity (a
+    model's featurizer holds megabytes of CTR tables, spelled again on every call otherwise)."""
+    key, frozen = id(value), type(value).__dataclass_params__.frozen
+    known = _SPELLED.get(key) if frozen else None
+    if known is not None and known[0]() is value:
+        return known[1]
+    fields = ",".join(f"{f.name}={_spell(getattr(value, f.name))}" for f in dataclasses.fields(value))
+    text = f"{_name(type(value))}({fields})"
+    if frozen:
+        try:
+            _SPELLED[key] = (weakref.ref(value, lambda _, key=key: _SPELLED.pop(key, None)), text)
+        except TypeError:  # not weakly referenceable: spelled at every call
+            pass
+    return text
+
+
+def _spell_code(code: types.CodeType) -> str:
+    """A code object's bytecode, constants (nested code included) and names. Not ``marshal``'s
+    bytes: they mark objects by their reference counts, which differ between processes."""
+    consts = ",".join(_spell_code(c) if isinstance(c, types.CodeType) else _spell(c) for c in code.co_consts)
+    return "|".join([code.co_code.hex(), consts, *(repr(getattr(code, name)) for name in _CODE_FIELDS)])
+
+
+_CODE_FIELDS = ("co_names", "co_varnames", "co_freevars", "co_cellvars", "co_argcount", "co_posonlyargcount",
+                "co_kwonlyargcount", "co_flags", "co_qualname")
 
 
 def _spell_tree(tree: Any) -> str:
@@ -221,12 +271,10 @@ def _spell_leaf(x: Any) -> str:
     """An argument's shape, dtype, weak type and devices: what the program was compiled for."""
     if isinstance(x, jax.core.Tracer):
         raise _Unspellable(x)
-    if isinstance(x, jax.Array):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            raise _Unspellable(x)  # a typed key: its implementation is not in its dtype's name
+    if isinstance(x, jax.Array):  # typed keys too: their dtype names their implementation ("key<fry>")
         devices = sorted(d.id for d in x.devices())
         spec = _spell(tuple(x.sharding.spec)) if hasattr(x.sharding, "spec") else type(x.sharding).__name__
-        return f"{x.dtype}{x.shape}{'w' if x.weak_type else ''}@{devices}:{spec}"
+        return f"{x.dtype}{x.shape}{'w' if getattr(x, 'weak_type', False) else ''}@{devices}:{spec}"
     if isinstance(x, (np.ndarray, np.generic)):
         return f"{x.dtype}{x.shape}"
     if type(x) in (bool, int, float, complex):

@@ -111,8 +111,9 @@ def _temperatures(temperature: Any, ens: Any, fn_name: str) -> Array:
                          f"(one per feature); got shape {t.shape}, dtype {t.dtype}")
     if not traced and not np.all(np.isfinite(t) & (t > 0)):
         raise ValueError(f"{fn_name}: temperature must be positive and finite; got {temperature!r}")
-    t = jnp.asarray(t)
-    return jnp.broadcast_to(t.astype(jnp.result_type(float, t)), (ens.n_features,))
+    if traced:
+        return jnp.broadcast_to(t.astype(jnp.result_type(float, t)), (ens.n_features,))
+    return np.broadcast_to(t.astype(jnp.result_type(float, t)), (ens.n_features,))  # no program to trace
 
 
 def _rows(X: Any, ens: Any, fn_name: str) -> Any:
