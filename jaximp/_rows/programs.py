@@ -175,7 +175,7 @@ def _name(obj: Any) -> str:
     """``module.qualname`` of a module-level function or type from :data:`_KNOWN_MODULES`."""
     module, qualname = getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")
     if not qualname or "<" in qualname or module.split(".")[0] not in _KNOWN_MODULES:
-        raise _Unspellable(obj)  # a lambda or local function may close over values
+        raise _Unspellable(obj)  # a class or function defined inside a function, or a user's
     return f"{module}.{qualname}"
 
 
