@@ -252,3 +252,18 @@ def test_public_functions_with_the_cache_on(cache, traces, regression_model):
     # only jax.random.key(random_state), an op outside any program, traces in permutation_importance
     assert traced == {**dict.fromkeys(calls, 0), "permutation": 2}
     assert len(list(cache.iterdir())) >= len(calls)
+
+
+def test_call_signatures_seen_in_this_process_keep_their_own_programs(cache, traces):
+    """A call's key is spelled once per signature (as jax.jit compares calls), never shared by
+    calls that differ in shape, dtype or JAX's settings."""
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(_call(x)["y"], 2.0 * x**2 + 1)
+        np.testing.assert_array_equal(_call(x[:3])["y"], 2.0 * x[:3] ** 2 + 1)
+        ints = _call(x.astype(np.int32))["y"]
+        assert ints.dtype == np.float32 and np.array_equal(ints, 2.0 * x**2 + 1)
+        with jax.enable_x64(True):
+            wide = _call(x.astype(np.float64), a=np.float64(2.0))["y"]
+        assert wide.dtype == np.float64 and np.array_equal(wide, 2.0 * x**2 + 1)
+    assert len(programs._KEYS) == len(list(cache.iterdir())) == 4

@@ -88,7 +88,7 @@ class _Stored:
         dynamic = {k: v for k, v in kwargs.items() if k not in self._static}
         try:
             self._name = self._name or _spell(self._fun) + _spell(self._jit_kwargs)
-            key = program_key(self._name, static, (args, dynamic))
+            key = _known_key(self._name, static, (args, dynamic))
         except _Unspellable:  # a local function, an object of unknown type, a tracer: jax.jit alone
             return self._jitted(*args, **kwargs)
         program = _LOADED.get(key)
@@ -141,6 +141,42 @@ def folder() -> Path | None:
 def forget() -> None:
     """Drop this process's loaded programs (they hold memory mappings, as ``jax.clear_caches``'s do)."""
     _LOADED.clear()
+    _KEYS.clear()
+
+
+_KEYS: dict[tuple, str] = {}  # a call's signature, as jax.jit compares them -> its program's key
+_MAX_KEYS = 256  # signatures kept (each holds its pytree's static data, a model's featurizer say)
+
+
+def _known_key(name: str, static: dict, arguments: Any) -> str:
+    """:func:`program_key`, spelled once per call signature: the static arguments, the pytree
+    structure and each leaf's type, shape, dtype, weak type and sharding, and JAX's settings,
+    compared as ``jax.jit`` compares them to reuse a program within a process. Spelling every
+    leaf at every call would cost a third of a one-row prediction."""
+    leaves, tree = jax.tree_util.tree_flatten(arguments)
+    try:
+        signature = (name, tuple(sorted(static.items())), tree, tuple(map(_leaf_signature, leaves)),
+                     tuple(getattr(jax.config, setting, None) for setting in _SETTINGS), os.environ.get("XLA_FLAGS"))
+        key = _KEYS.get(signature)
+    except TypeError:  # an unhashable static value: spelled at every call
+        signature = key = None
+    if key is None:
+        key = program_key(name, static, arguments)
+        if signature is not None:
+            if len(_KEYS) >= _MAX_KEYS:
+                _KEYS.clear()
+            _KEYS[signature] = key
+    return key
+
+
+def _leaf_signature(x: Any) -> tuple:
+    if isinstance(x, jax.core.Tracer):
+        raise _Unspellable(x)
+    if isinstance(x, jax.Array):
+        return type(x), x.shape, x.dtype, getattr(x, "weak_type", False), x.sharding
+    if isinstance(x, (np.ndarray, np.generic)):
+        return type(x), x.shape, x.dtype
+    return (type(x),)
 
 
 def program_key(name: str, static: dict, arguments: Any) -> str:
