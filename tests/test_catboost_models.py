@@ -241,8 +241,8 @@ def test_featurized_rows_reach_the_kernels_feature_major(layout):
         raw = predict_rows(ens, x, **kw)
         np.testing.assert_array_equal(raw, predict_rows(ens, row_major, **kw))
         assert_close(np.asarray(raw).reshape(expected_raw.shape), expected_raw)
-        leaves = [map_rows(kernels.leaves, ens, rows, fn_name="test", host_dtype=np.int32, rows_last=True,
-                           **{"batch_size": None, "devices": None, **kw}) for rows in (x, row_major)]
+        leaves = [map_rows(kernels.leaves, kernels.params(ens), rows, fn_name="test", host_dtype=np.int32,
+                           rows_last=True, **{"batch_size": None, "devices": None, **kw}) for rows in (x, row_major)]
         np.testing.assert_array_equal(*leaves)
         np.testing.assert_array_equal(jaximp.leaf_indices(ens, frame, **kw), leaves[0])
         if layout == "oblivious":

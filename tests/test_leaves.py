@@ -32,7 +32,10 @@ import xgboost as xgb
 from oracles import LIGHTGBM_ZERO, assert_close, lightgbm_mean_scale, raw_output
 
 import jaximp
+from jaximp._leaves import heap, trees
+from jaximp._leaves.heap import heap_of
 from jaximp._leaves.oblivious import quantize, raw_prediction
+from jaximp._rows.inputs import as_features
 
 slow = pytest.mark.slow
 
@@ -319,6 +322,82 @@ def test_against_the_library(build, arg):
         np.testing.assert_array_equal(jaximp.leaf_indices(case.ens, case.rows), case.leaves)
     if case.check is not None:
         case.check()
+
+
+# The heap descent of general trees -------------------------------------------------------------------------------
+
+
+def border_rows(ens, n=600, seed=0):
+    """``f32[n, E]`` rows whose every column takes each of its nodes' borders, the floats just
+    below and above them, NaN, -inf, +inf, 0.0 and -0.0, in shuffled combinations."""
+    rng = np.random.default_rng(seed)
+    features, borders = np.asarray(ens.node_features).ravel(), np.asarray(ens.node_borders).ravel()
+    edges = np.float32([np.nan, -np.inf, np.inf, 0.0, -0.0])
+    columns = []
+    for f in range(ens.n_evaluated):
+        b = np.unique(borders[(features == f) & np.isfinite(borders)])
+        with np.errstate(over="ignore"):  # the float above the largest: +inf
+            below, above = np.nextafter(b, np.float32(-np.inf)), np.nextafter(b, np.float32(np.inf))
+        values = np.concatenate([edges, b, below, above])
+        columns.append(rng.permutation(np.resize(values, max(n, values.size)))[:n])
+    return np.stack(columns, axis=1).astype(np.float32)
+
+
+def descent_leaves(params, x, block=256):
+    """The leaves of rows ``x f32[n, E]`` by the general trees' leaf kernel with ``params``."""
+    return np.asarray(jax.jit(functools.partial(trees.leaf_kernel, block=block))(params, jnp.asarray(x)))
+
+
+HEAP = [case for case in GENERAL if case.id.split("-")[0] in ("catboost", "xgboost", "lightgbm", "sklearn")
+        and "categorical-" not in case.id.removeprefix("catboost-") and not case.marks]
+
+
+@pytest.mark.parametrize("build, arg", HEAP + [_case(_catboost_categorical_trees, name, f"catboost-trees-{name}")
+                                               for name in models.CATEGORICAL_TREES])
+def test_heap_descent_equals_the_pointer_descent_at_every_border(build, arg):
+    """Every model of bounded depth descends as a heap over bins: it reaches the leaves the
+    pointer descent (checked against each library above) reaches, on rows at, just below and just
+    above each border, and at NaN, infinities and signed zeros (a featurized model: its rows)."""
+    case = build(arg)
+    ens = case.ens
+    layout = heap_of(ens)
+    if ens.depth > heap.MAX_DEPTH:  # LightGBM's multiclass trees: 11 deep
+        assert layout is None
+        return
+    assert layout is not None and layout.depth == ens.depth
+    x = border_rows(ens) if ens.featurizer is None else np.asarray(as_features(case.rows, ens, "test")).T
+    np.testing.assert_array_equal(descent_leaves(trees.prepare(ens), x), descent_leaves((ens, None), x))
+
+
+def test_heap_of_sixteen_bit_bins_against_scikit_learn():
+    """A forest with more than 254 distinct thresholds on a feature reads 16-bit bins, and its
+    leaves at every threshold equal scikit-learn's ``apply``."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 2)).astype(np.float32)
+    model = RandomForestRegressor(n_estimators=12, max_depth=9, random_state=0).fit(X, X[:, 0] * X[:, 1])
+    ens = jaximp.from_sklearn(model)
+    layout = heap_of(ens)
+    assert layout is not None and layout.bits == 16 and layout.borders.shape[1] > 254
+    x = border_rows(ens)
+    x = x[np.isfinite(x).all(axis=1)]  # scikit-learn's forests take no NaN or infinity
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, x), model.apply(x))
+    assert_close(jaximp.predict(ens, x), model.predict(x))
+
+
+def test_models_the_heap_does_not_fit_descend_by_pointers():
+    """Set-membership splits, trees deeper than the heap's limit and ensembles batched by
+    ``jax.vmap`` have no heap layout; they predict as their library does (above)."""
+    categorical = models.library_categorical(models.LIBRARY_CATEGORICAL[0]).ens
+    assert categorical.node_categorical is not None and heap_of(categorical) is None
+    deep = models.lightgbm_deep().ens
+    assert deep.depth > heap.MAX_DEPTH and heap_of(deep) is None
+    ens = models.xgboost_model("squarederror").ens
+    x = border_rows(ens, n=64)
+    stacked = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), ens)
+    batched = jax.vmap(lambda e: trees.predict_kernel(trees.prepare(e), jnp.asarray(x), block=64))(stacked)
+    assert_close(batched[0, :, 0], jaximp.predict(ens, x))
 
 
 def test_sklearn_rows_equal_to_thresholds():

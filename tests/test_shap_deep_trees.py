@@ -235,19 +235,18 @@ def test_the_trees_structure_is_read_once_per_model(monkeypatch):
 
     from jaximp._shap import paths
 
-    computed = []
-    structure = paths._structure
-    monkeypatch.setattr(paths, "_structure", lambda ens: computed.append(id(ens)) or structure(ens))
+    kept = paths._structure.kept
     fitted = lightgbm_deep()
     x = lightgbm_rows(fitted.model, fitted.X, 8)
     ens = jaximp.from_lightgbm(fitted.model)  # a model no other test has explained
     first = jaximp.shap_values(ens, x)
+    structure = kept[id(ens)][1]
     np.testing.assert_array_equal(jaximp.shap_values(ens, x), first)
-    assert computed == [id(ens)]
+    assert kept[id(ens)][1] is structure  # not computed again
     other = jaximp.from_lightgbm(fitted.model)
     np.testing.assert_array_equal(jaximp.shap_values(other, x), first)
-    assert computed == [id(ens), id(other)]
+    assert kept[id(other)][1] is not structure and kept[id(ens)][1] is structure
     key = id(other)
     del other
     gc.collect()
-    assert key not in paths._STRUCTURES
+    assert key not in kept

@@ -33,7 +33,7 @@ from jax import Array
 from jaximp._importances.scoring import ModelLoss, as_targets, model_loss
 from jaximp._leaves.oblivious import map_leaves
 from jaximp._leaves.tables import leaf_prediction
-from jaximp._leaves.trees import predict_kernel
+from jaximp._leaves.trees import predict_kernel, prepare
 from jaximp._models.ensemble import Ensemble, check_model, to_columns
 from jaximp._rows.batching import is_traced, like_rows, on_device, weighted_sums
 from jaximp._rows.inputs import as_features, as_weights
@@ -70,10 +70,12 @@ def _trees_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss:
                   step_rows: int) -> tuple[Array, Array]:
     """Per row: the loss ``f32[n]`` and its change without each player ``f32[n, P]``, for general
     trees: the prediction by the trees' descent, the SHAP values from the per-leaf tables of a
-    ``jaximp._shap.trees.ShapPlan`` (its ``kind`` and ``step_rows`` static)."""
-    ens, arrays = params
+    ``jaximp._shap.trees.ShapPlan`` (its ``kind`` and ``step_rows`` static); ``params`` is
+    ``(jaximp._leaves.trees.prepare(ens), the plan's arrays)``."""
+    descent, arrays = params
+    ens = descent[0]
     x, y = rows
-    raw = predict_kernel(ens, x, block=block)  # [n, K]
+    raw = predict_kernel(descent, x, block=block)  # [n, K]
     phi = trees.shap_kernel((ens, arrays), x, block=block, kind=kind, step_rows=step_rows, per_player=True)
     change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
     return loss.row_loss(y, raw), change
@@ -88,7 +90,7 @@ def _kernel(ens: Ensemble, x: Any, *, batch_size: int | None, devices: Any,
         tables = oblivious.plan(ens, "path_dependent", x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
         return _oblivious_kernel, (ens, tables), {}
     plan = trees.plan(ens, "path_dependent", x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    return _trees_kernel, (ens, plan.arrays), dict(kind=plan.kind, step_rows=plan.step_rows)
+    return _trees_kernel, (prepare(ens), plan.arrays), dict(kind=plan.kind, step_rows=plan.step_rows)
 
 
 def loss_function_change(

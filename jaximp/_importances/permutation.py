@@ -285,11 +285,11 @@ def _materialized(ens: Ensemble, x: Any, raw_columns: Any, setup: PermutationSet
     raw, permuted = permuted_predictions(ens, x, setup.groups, own, sources, batch_size=batch_size,
                                          devices=devices, fn_name=fn_name, on_device=not setup.straddled,
                                          progress=progress)
-    predict_kernel = leaf_kernels(ens, fn_name).predict
     for g in setup.straddled:  # groups that a CTR over a combination straddles: featurize again
         def predict_rows(rows):
-            return map_rows(predict_kernel, ens, np.asarray(rows), batch_size=batch_size, devices=devices,
-                            fn_name=fn_name, progress=progress)
+            layout = leaf_kernels(ens, fn_name)
+            return map_rows(layout.predict, layout.params(ens), np.asarray(rows), batch_size=batch_size,
+                            devices=devices, fn_name=fn_name, progress=progress)
         for r in range(repeats):
             new = refeaturized_predictions(ens, raw_columns, setup.column_groups[g], take[r], source[r], predict_rows)
             if shared:

@@ -1,6 +1,7 @@
 """Leaves: each row's leaf in each tree, raw predictions and leaf histograms.
 
-One kernel per layout (oblivious trees quantize each feature once and read a leaf's bits;
-general trees descend level by level) behind one dispatch (``predict.KERNELS``); what the
-leaves give, read the same for both (``tables``).
+One kernel per layout behind one dispatch (``predict.KERNELS``): oblivious trees read a leaf's
+bits (``oblivious``); general trees descend level by level, as heaps (``heap``) where they fit,
+else by child pointers (``trees``). Both quantize each feature once and loop over blocks of rows
+the same way (``bins``); what the leaves give is read the same for both (``tables``).
 """

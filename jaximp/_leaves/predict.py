@@ -4,8 +4,8 @@ functions, with the one dispatch of its kernels by layout (:data:`KERNELS`).
 Each layout brings three kernels of checked rows ``x f32[n, E]`` (``jaximp._rows.batching``
 runs them in padded steps): the leaf of every row in every tree, the raw prediction, and the
 weight of the rows reaching each leaf. Oblivious trees quantize each feature once and read a
-leaf's bits (``jaximp._leaves.oblivious``); general trees descend level by level
-(``jaximp._leaves.trees``).
+leaf's bits (``jaximp._leaves.oblivious``); general trees descend level by level, as heaps over
+quantized rows where they fit (``jaximp._leaves.trees``, ``jaximp._leaves.heap``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from jaximp._rows.inputs import as_features
 
 @dataclasses.dataclass(frozen=True)
 class LeafKernels:
-    """The row kernels of one layout, each ``kernel(ens, rows, *, block)``.
+    """The row kernels of one layout, each ``kernel(params(ens), rows, *, block)``.
 
     Attributes:
         leaves: rows ``f32[n, E]`` -> ``[T, n]`` each row's leaf in each tree, tree-major (the
@@ -34,6 +34,8 @@ class LeafKernels:
         predict: rows ``f32[n, E]`` -> ``f32[n, K]`` raw predictions.
         histogram: ``(rows f32[n, E], weight f32[n])`` -> ``f32[T, L]`` the weight reaching
             each leaf.
+        params: the model -> the kernels' first argument, built on the host once per model
+            (the general trees' heap layout); the model itself for oblivious trees.
 
     The raw prediction from leaves is the same for both layouts
     (``jaximp._leaves.tables.leaf_prediction``).
@@ -42,11 +44,13 @@ class LeafKernels:
     leaves: Callable
     predict: Callable
     histogram: Callable
+    params: Callable
 
 
 KERNELS = {
-    "oblivious": LeafKernels(oblivious.leaf_kernel, oblivious.predict_kernel, oblivious.histogram_kernel),
-    "trees": LeafKernels(trees.leaf_kernel, trees.predict_kernel, trees.histogram_kernel),
+    "oblivious": LeafKernels(oblivious.leaf_kernel, oblivious.predict_kernel, oblivious.histogram_kernel,
+                             lambda ens: ens),
+    "trees": LeafKernels(trees.leaf_kernel, trees.predict_kernel, trees.histogram_kernel, trees.prepare),
 }
 
 
@@ -94,11 +98,12 @@ def leaf_indices(ens: Ensemble, X: Any, *, batch_size: int | None = None, device
         >>> np.array_equal(leaves, model.calc_leaf_indexes(X))
         True
     """
-    kernel = kernels(ens, "leaf_indices").leaves
+    layout = kernels(ens, "leaf_indices")
     X, single = one_row(X, ens, "leaf_indices")
     x = as_features(X, ens, "leaf_indices")
-    return first_row(map_rows(kernel, ens, x, batch_size=batch_size, devices=devices, fn_name="leaf_indices",
-                              host_dtype=np.int32, progress=progress, rows_last=True), single)
+    return first_row(map_rows(layout.leaves, layout.params(ens), x, batch_size=batch_size, devices=devices,
+                              fn_name="leaf_indices", host_dtype=np.int32, progress=progress, rows_last=True),
+                     single)
 
 
 @register_predict
@@ -153,7 +158,8 @@ def predict_rows(ens: Ensemble, x: Any, *, batch_size: int | None = None, device
                  progress: bool = True, fn_name: str = "predict") -> Any:
     """Raw predictions of checked rows ``x f32[N, E]`` (``jaximp._rows.inputs.as_features``):
     ``f32[N]`` when K == 1, else ``f32[N, K]``."""
-    out = map_rows(kernels(ens, fn_name).predict, ens, x, batch_size=batch_size, devices=devices,
+    layout = kernels(ens, fn_name)
+    out = map_rows(layout.predict, layout.params(ens), x, batch_size=batch_size, devices=devices,
                    fn_name=fn_name, progress=progress)
     return squeeze_outputs(out, ens.n_outputs)
 
@@ -167,7 +173,8 @@ def leaf_histogram(ens: Ensemble, x: Any, weight: Any, *, batch_size: int | None
     of interventional SHAP. Counted in float32, exact for integer weights up to 2**24 rows per
     leaf.
     """
-    return sum_rows(kernels(ens, fn_name).histogram, ens, (x, weight), batch_size=batch_size, devices=devices,
+    layout = kernels(ens, fn_name)
+    return sum_rows(layout.histogram, layout.params(ens), (x, weight), batch_size=batch_size, devices=devices,
                     fn_name=fn_name)
 
 

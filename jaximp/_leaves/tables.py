@@ -14,6 +14,15 @@ from jax import Array
 
 from jaximp._models.ensemble import Ensemble, safe_div
 
+_GATHER = jax.lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+
+
+def take(table: Array, index: Array) -> Array:
+    """``table[index]`` of a 1-D table at indices known to be in bounds: one gather, with no
+    clamping, and none of ``jnp`` indexing's parsing, whose Python cost on every level of a deep
+    walk made most of a first call's tracing."""
+    return jax.lax.gather(table, index[..., None], _GATHER, (1,), mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
 
 def gather_leaf_values(table: Array, leaves: Array) -> Array:
     """Sum over trees of ``table[t, leaves[t, i]]``.

@@ -1,24 +1,28 @@
 """Leaf indices, raw predictions and leaf histograms of :class:`TreeEnsemble` models.
 
 All trees descend in lockstep, one level per step, for a block of ``n`` rows laid out
-feature-major (``[E, n]``: each block transposed, or sliced from rows that come so): D steps
-of gathers (node feature, border, NaN direction, child; a category bitset word at
-set-membership splits) over ``[T, n]`` pointers, a pointer staying put once it names a leaf.
-Every node decides by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``. What the
+feature-major (``[E, n]``). Trees of bounded depth descend as heaps over quantized rows
+(``jaximp._leaves.heap``: two gathers a level); the others by pointers (:func:`leaves_of`): D
+steps of gathers (node feature, border, NaN direction, child; a category bitset word at
+set-membership splits) over ``[T, n]`` pointers, a pointer staying put once it names a leaf,
+every node deciding by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``. What the
 leaves give is read as for oblivious trees (``jaximp._leaves.tables``).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 from jax import Array
 
-from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
+from jaximp._leaves import bins as binned
+from jaximp._leaves import heap
+from jaximp._leaves.heap import Heap, heap_of
+from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums, take
 from jaximp._models.trees import TreeEnsemble, goes_right
-from jaximp._rows.blocks import fill_blocks, map_feature_blocks, row_blocks, whole_blocks
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:
@@ -59,56 +63,61 @@ def leaves_of(ens: TreeEnsemble, xt: Array) -> Array:
     reads = jnp.where(nan_right, ~(features * n), features * n)
     for _ in range(ens.depth):
         node = jnp.maximum(pointer, 0) + offsets
-        read = _take(reads, node)
-        value = _take(xt, (read ^ (read >> 31)) + columns)
+        read = take(reads, node)
+        value = take(xt, (read ^ (read >> 31)) + columns)
         if categorical is None:
-            right = goes_right(value, _take(borders, node), read < 0)
+            right = goes_right(value, take(borders, node), read < 0)
         else:
-            right = goes_right(value, _take(borders, node), read < 0, _take(categorical, node), words, node)
-        pointer = jnp.where(pointer >= 0, _take(children, 2 * node + right.astype(jnp.int32)), pointer)
+            right = goes_right(value, take(borders, node), read < 0, take(categorical, node), words, node)
+        pointer = jnp.where(pointer >= 0, take(children, 2 * node + right.astype(jnp.int32)), pointer)
     return ~pointer
 
 
-_GATHER = jax.lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+def prepare(ens: TreeEnsemble) -> tuple[TreeEnsemble, Heap | None]:
+    """The parameters of this module's kernels: the model, and its heap layout
+    (``jaximp._leaves.heap``; None where it does not fit: the rows then descend by pointers)."""
+    return ens, heap_of(ens)
 
 
-def _take(table: Array, index: Array) -> Array:
-    """``table[index]`` of a 1-D table at indices known to be in bounds: one gather, with no
-    clamping, and none of ``jnp`` indexing's parsing, whose Python cost on every level of a deep
-    walk made most of a first call's tracing."""
-    return jax.lax.gather(table, index[..., None], _GATHER, (1,), mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+def _descent(params: tuple[TreeEnsemble, Heap | None]) -> tuple[Callable, Callable]:
+    """``(quantize, leaves)`` of the rows' descent (see ``jaximp._leaves.bins.map_binned``): bins
+    read by the heap, or values (the rows feature-major) read by :func:`leaves_of`."""
+    ens, layout = params
+    if layout is not None:
+        return functools.partial(heap.quantize, layout), functools.partial(heap.leaves, layout)
+    return (lambda x, *, fused, features_first: x if features_first else x.T), functools.partial(leaves_of, ens)
 
 
-def leaf_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+def leaf_kernel(params: tuple[TreeEnsemble, Heap | None], x: Array, *, block: int,
+                features_first: bool = False) -> Array:
     """``i32[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``)
     reaches in each tree, tree-major (see ``map_rows(rows_last=True)``), numbered as its library
-    numbers them (``leaf_ids``) where it does not count depth-first."""
-    n = x.shape[1 if features_first else 0]
-    x = whole_blocks(x, block, axis=1 if features_first else 0)
+    numbers them (``leaf_ids``) where it does not count depth-first; ``params`` from :func:`prepare`."""
+    ens = params[0]
 
-    def block_leaves(start):
-        xt = (jax.lax.dynamic_slice_in_dim(x, start, block, axis=1) if features_first
-              else jax.lax.dynamic_slice_in_dim(x, start, block).T)
-        leaves = leaves_of(ens, xt)  # [T, block]
-        if ens.leaf_ids is not None:  # the library's own numbers
-            leaves = jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)
-        return leaves
+    def numbered(leaves):  # [T, block]
+        if ens.leaf_ids is None:
+            return leaves
+        return jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)  # the library's own numbers
 
-    return fill_blocks(block_leaves, n, block)
+    return binned.fill_binned(numbered, *_descent(params), x, block, features_first)
 
 
-def predict_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
-    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``)."""
-    return map_feature_blocks(lambda xt: leaf_prediction(ens, leaves_of(ens, xt)), x, block, features_first)
+def predict_kernel(params: tuple[TreeEnsemble, Heap | None], x: Array, *, block: int,
+                   features_first: bool = False) -> Array:
+    """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``);
+    ``params`` from :func:`prepare`."""
+    ens = params[0]
+    return binned.map_binned(lambda leaves: leaf_prediction(ens, leaves), *_descent(params), x, block,
+                             features_first=features_first)
 
 
-def histogram_kernel(ens: TreeEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
-    """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf."""
+def histogram_kernel(params: tuple[TreeEnsemble, Heap | None], rows: tuple[Array, Array], *,
+                     block: int) -> Array:
+    """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf;
+    ``params`` from :func:`prepare`."""
+    ens = params[0]
     x, weight = rows
-
-    def one_block(args):
-        xb, wb = args
-        return leaf_weight_sums(leaves_of(ens, xb.T), wb, ens.n_leaves)
-
-    out = jax.lax.map(one_block, (row_blocks(x, block), row_blocks(weight, block)))
-    return out.sum(0).reshape(ens.n_trees, ens.n_leaves)
+    one_block = lambda leaves, wb: leaf_weight_sums(leaves, wb, ens.n_leaves)  # noqa: E731
+    out = binned.map_binned(one_block, *_descent(params), x, block, weight, reduce=True)
+    return out.reshape(ens.n_trees, ens.n_leaves)

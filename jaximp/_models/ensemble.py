@@ -1,6 +1,6 @@
 """What both layouts of a tree ensemble share: attribution to columns, the one-line summary,
-the check that an argument is an ensemble, and the hook through which ``ens.predict`` reaches
-the leaves stage.
+the check that an argument is an ensemble, what is computed once per model object, and the hook
+through which ``ens.predict`` reaches the leaves stage.
 
 The model is one idea with two layouts (see :mod:`jaximp._models`): :class:`ObliviousEnsemble`
 (symmetric trees: per tree, D split features and borders and a ``2**D`` leaf table) and
@@ -11,6 +11,8 @@ each reads ``ens.layout`` once, in one place.
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -132,6 +134,30 @@ def check_model(ens: Any, fn_name: str) -> Layout:
             f"with jaximp.from_catboost, from_xgboost, from_lightgbm or from_sklearn); got {type(ens).__name__}"
         )
     return ens.layout
+
+
+def kept_per_model(compute: Callable) -> Callable:
+    """``compute(ens)``, computed once per model object and kept while it lives.
+
+    A model is frozen and its arrays immutable, so what is derived from them on the host (a
+    descent layout, the paths of its trees) holds for as long as the object does. Keyed by
+    identity: the dataclass's own ``__hash__`` would hash arrays. Used as a decorator; the
+    wrapper's ``kept`` maps ``id(ens)`` to ``(a weak reference to ens, its value)``.
+    """
+    kept: dict[int, tuple[weakref.ref, Any]] = {}
+
+    @functools.wraps(compute)
+    def once(ens: Any) -> Any:
+        key = id(ens)
+        hit = kept.get(key)
+        if hit is not None and hit[0]() is ens:
+            return hit[1]
+        value = compute(ens)
+        kept[key] = (weakref.ref(ens, lambda _, key=key: kept.pop(key, None)), value)
+        return value
+
+    once.kept = kept
+    return once
 
 
 def squeeze_outputs(values: Array, n_outputs: int) -> Array:

@@ -29,7 +29,6 @@ chunks of ``leaves`` each, one chunk in a row kernel) and ``n`` (the rows of a s
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable
 
 import jax
@@ -37,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._models.ensemble import safe_div
+from jaximp._models.ensemble import kept_per_model, safe_div
 from jaximp._models.trees import TreeEnsemble, leaf_paths, parents, subtree_sums
 
 
@@ -114,9 +113,6 @@ class Structure:
     lead: Array
 
 
-_STRUCTURES: dict[int, tuple[weakref.ref, Structure]] = {}  # id(ens) -> (ens, its structure)
-
-
 def host_structure(ens: TreeEnsemble) -> Structure | None:
     """The :class:`Structure` of ``ens`` in NumPy, equal to what ``leaf_paths``, ``parents`` and
     :func:`tree_paths` compute in JAX; None when the model's structure is traced (under
@@ -126,15 +122,10 @@ def host_structure(ens: TreeEnsemble) -> Structure | None:
     SHAP function on the same model reads it once."""
     if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_players)):
         return None
-    key = id(ens)
-    kept = _STRUCTURES.get(key)
-    if kept is not None and kept[0]() is ens:
-        return kept[1]
-    structure = _structure(ens)
-    _STRUCTURES[key] = (weakref.ref(ens, lambda _, key=key: _STRUCTURES.pop(key, None)), structure)
-    return structure
+    return _structure(ens)
 
 
+@kept_per_model
 def _structure(ens: TreeEnsemble) -> Structure:
     """The :class:`Structure` of ``ens``, computed (see :func:`host_structure`)."""
     t, m, l, depth = ens.n_trees, ens.n_nodes, ens.n_leaves, ens.depth
