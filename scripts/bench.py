@@ -894,8 +894,12 @@ def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str
         "- Timings on a shared 2-core virtual machine move by 20-50% between runs (the\n  machine's speed drifts "
         "over minutes); compare ratios, taken in the same run. Ratios also move between machines",
         "  (the device line names the processor): on an earlier 2-core machine, the same code's raw",
-        "  predict ran at 1.1x CatBoost's, Depthwise predict at 1.2x and path-dependent SHAP at 30x, where",
-        "  another gave 0.6x, 0.7x and 16x, with CatBoost's own times about the same on both.",
+        "  predict ran at 1.1x CatBoost's and path-dependent SHAP at 30x, where another gave 0.6x and",
+        "  16x, with CatBoost's own times about the same on both.",
+        "- Depthwise and Lossguide predict: trees up to depth 10 descend as heaps (node p's children at",
+        "  2p + 1 and 2p + 2) over rows quantized once, as oblivious trees do: a level is two gathers of",
+        "  integers (the node's packed feature, missing-value direction and border rank; the row's bin)",
+        "  where a descent by child pointers over float values takes four.",
         "- No GPU was lent to the sessions that wrote this: there are no GPU rows yet.",
     ]
     return "\n".join(lines) + "\n"
