@@ -160,12 +160,12 @@ def leaves(heap: Heap, bins: Array) -> Array:
     words = heap.words.reshape(-1)
     offsets = (jnp.arange(n_trees, dtype=jnp.int32) * positions)[:, None]
     columns = jnp.arange(n, dtype=jnp.int32)[None, :]
-    mask, nan = (1 << heap.bits) - 1, (1 << heap.bits) - 1
+    ones = (1 << heap.bits) - 1  # a word's rank bits, and the bin of NaN
 
     def level(_, position):
         word = take(words, position + offsets)
         value = take(flat, (word >> (heap.bits + 1)) * n + columns).astype(jnp.int32)
-        right = (value > (word & mask)) & ((value != nan) | ((word >> heap.bits) & 1 == 1))
+        right = (value > (word & ones)) & ((value != ones) | ((word >> heap.bits) & 1 == 1))
         return 2 * position + 1 + right.astype(jnp.int32)
 
     position = jax.lax.fori_loop(0, heap.depth, level, jnp.zeros((n_trees, n), jnp.int32))
