@@ -116,8 +116,13 @@ def test_garbage_collector_held_off_while_programs_are_traced(monkeypatch):
                       fn_name="test")
     assert seen == [False] and gc.isenabled()
 
-    plan = tree_plans._plan
-    monkeypatch.setattr(tree_plans, "_plan", lambda *a, **k: seen.append(gc.isenabled()) or plan(*a, **k))
+    chosen = tree_plans._plan_program
+
+    def plan_program(*args):  # the plan's program, called while the collector is noted
+        program = chosen(*args)
+        return lambda *a, **k: seen.append(gc.isenabled()) or program(*a, **k)
+
+    monkeypatch.setattr(tree_plans, "_plan_program", plan_program)
     import models
 
     jaximp.shap_values(models.xgboost_model("squarederror").ens, np.zeros((3, 6), np.float32))

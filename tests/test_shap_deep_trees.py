@@ -108,20 +108,53 @@ def test_bucket_leaves_hold_every_leaf_once():
             assert inside.min() > b.shallowest and inside.max() <= b.depth
 
 
-@pytest.mark.parametrize("max_buckets", [1, 6])
-def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets):
+def test_few_rows_loop_the_quadrature_nodes_unless_programs_are_cached(tmp_path):
+    """A call on few rows pays for compiling its buckets: SHAP values loop the quadrature nodes of
+    each bucket (one node's code), where many rows take them unrolled (faster passes). With JAX's
+    persistent cache on, programs compile once per machine: nodes unrolled, and as many buckets
+    as explaining the rows takes, whatever their number."""
+    import jax
+
+    import jaximp._shap.tree_plans as tree_shap
+    from jaximp._shap.paths import path_costs, plan_layout
+
+    ens = lightgbm_deep().ens
+    few = tree_shap._layout(ens, "path", n_rows=64)[0]
+    assert all(b.looped for b in few if b.depth > 2)
+    assert not any(b.looped for b in tree_shap._layout(ens, "pairs", n_rows=64)[0])  # interactions: unrolled
+    players = np.random.default_rng(0).integers(1, 16, size=(500, 127))  # 500 trees: loops cost many rows more
+    for rows, looped in [(64, True), (1 << 16, False)]:
+        layout = plan_layout(players, 500, 127, 20, table_depth=0, table_floats=lambda d: 0, table_bytes=0,
+                             costs=lambda d: path_costs(d, rows), compile_cost=tree_shap._BUCKET_COMPILE_NS / rows,
+                             node_compile_cost=tree_shap._NODE_COMPILE_NS / rows)
+        assert [b.looped for b in layout] == [looped and b.depth > 2 for b in layout]
+    saved = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))  # nothing compiled while it is on
+    try:
+        cached = tree_shap._layout(ens, "path", n_rows=64)[0]
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved)
+    assert not any(b.looped for b in cached) and len(cached) > len(few)
+
+
+@pytest.mark.parametrize("max_buckets, looped", [(1, True), (6, False)])
+def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets, looped):
     """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
-    leaf and in as many buckets of their own depths (no cost weighed per bucket, neither compile
-    time nor each bucket's own steps)."""
+    leaf, its quadrature nodes in a loop, and in as many buckets of their own depths, nodes
+    unrolled (no cost weighed per bucket: neither compile time nor each bucket's own steps)."""
+    import jaximp._shap.paths as paths
     import jaximp._shap.tree_plans as tree_shap
 
     fitted = lightgbm_deep()
     layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets, overhead=0.0)
     monkeypatch.setattr(tree_shap, "plan_layout", layout)
     monkeypatch.setattr(tree_shap, "_BUCKET_COMPILE_NS", 0.0)
+    monkeypatch.setattr(tree_shap, "_NODE_COMPILE_NS", 1.0 if looped else 0.0)
+    monkeypatch.setattr(paths, "LOOP_SLOWDOWN", 1.0)  # a loop wherever compiling its nodes costs anything
     ens = jaximp.from_lightgbm(fitted.model)
     layout = tree_shap._layout(ens, "path")[0]
     assert len(layout) == max_buckets and not layout[-1].tables  # the deepest by quadrature
+    assert [b.looped for b in layout] == [looped and b.depth > 2 for b in layout]  # 2 slots: one node
     x = lightgbm_rows(fitted.model, fitted.X, 30)
     assert_close(jaximp.shap_values(ens, x), lightgbm_contributions(fitted.model, x)[0][:, :, 0])
 

@@ -329,13 +329,15 @@ def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
 @dataclasses.dataclass(frozen=True)
 class Bucket:
     """The leaves of every tree whose paths hold ``shallowest < players <= depth`` players: each
-    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model
-    (hashable: layouts are static arguments of compiled kernels)."""
+    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model;
+    without tables, quadrature nodes ``looped`` or unrolled (``jaximp._shap.games``) (hashable:
+    layouts are static arguments of compiled kernels)."""
 
     shallowest: int
     depth: int
     tables: bool
     count: int
+    looped: bool = False
 
 
 Layout = tuple[Bucket, ...]
@@ -352,7 +354,7 @@ def path_players(ens: TreeEnsemble, structure: Structure | None = None) -> np.nd
 def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
                 table_floats: Callable[[int], int], table_bytes: int,
                 costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
-                compile_cost: float = 0.0, max_buckets: int = 6) -> Layout:
+                compile_cost: float = 0.0, node_compile_cost: float = 0.0, max_buckets: int = 6) -> Layout:
     """At most ``max_buckets`` buckets of players per path minimising a cost model of the row kernels
     (each bucket is code of its own: more buckets pad less but compile longer).
 
@@ -370,6 +372,9 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
         compile_cost: a bucket's one-off cost per row, in ns: the time its code takes to compile,
             spread over the rows explained (a first call on few rows pays for every bucket).
+        node_compile_cost: the same for each unrolled quadrature node of a bucket without
+            tables; 0: nodes always unrolled. Else a bucket's nodes are looped where the loop's
+            slower passes (:data:`LOOP_SLOWDOWN`) cost the rows less than compiling the nodes.
 
     Returns:
         :data:`Layout`, buckets from the shortest paths to the longest; leaves without splits
@@ -387,8 +392,12 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
         fits = d <= table_depth and count * table_floats(d) * 4 <= table_bytes
         tables = fits and table < quad
         shallowest = int(depths[i - 1]) if i else 0
-        cost = compile_cost + overhead * n_trees + count * (table if tables else quad)
-        return cost, Bucket(shallowest, d, tables, count)
+        nodes = -(-d // 2)
+        looped = not tables and node_compile_cost > 0 and \
+            count * quad * (LOOP_SLOWDOWN - 1) < (nodes - 1) * node_compile_cost
+        work = table if tables else quad * LOOP_SLOWDOWN if looped else quad
+        code = compile_cost + (0 if tables else node_compile_cost * (1 if looped else nodes))
+        return code + overhead * n_trees + count * work, Bucket(shallowest, d, tables, count, looped)
 
     n = len(depths)
     best = {(0, 0): (0.0, ())}  # cheapest layout of depths[:j] in k buckets
@@ -400,6 +409,9 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
     layout = min((best[n, k] for k in range(1, max_buckets + 1) if (n, k) in best), key=lambda o: o[0],
                  default=(0.0, ()))[1]
     return _fit_tables(layout, table_floats, table_bytes)
+
+
+LOOP_SLOWDOWN = 1.15  # looped quadrature nodes over unrolled ones (measured on CPU, 9 nodes)
 
 
 def path_costs(d: int, rows: int = 256, pairs: bool = False) -> tuple[float, float]:

@@ -104,7 +104,7 @@ def _block_phi(ens: TreeEnsemble, kind: Kind, plan: Plan, xt: Array, n_players: 
             part = one_group(part)
             if b.tables:
                 return lookup(part, bucket_pattern(u, part, b.depth), n_players)
-            return quadrature_path_phi(part, taken(part, u, decisions, b.depth), n_players, pairs)
+            return quadrature_path_phi(part, taken(part, u, decisions, b.depth), n_players, pairs, b.looped)
         return chunk_phi
 
     deep = []
