@@ -31,7 +31,7 @@ from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
 from jaximp._models.ensemble import safe_div
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import gc_paused, resolve_devices, sum_rows
+from jaximp._rows.batching import gc_paused, is_traced, resolve_devices, sum_rows
 from jaximp._rows.blocks import row_blocks
 from jaximp._rows.programs import stored_jit
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
@@ -316,9 +316,8 @@ _PLANS = {quick: stored_jit(_plan, static_argnames=("trees", "layout", "table"),
 def _plan_program(ens: TreeEnsemble, weights: Array, table: str):
     """The compiled :func:`_plan` for ``ens`` and ``weights``: quick to compile where its work is
     small."""
-    traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((ens, weights)))
     small = ens.n_trees * ens.n_leaves * ens.depth ** 2 <= _QUICK_PLAN_PAIRS
-    return _PLANS[table != "pairs" and small and not traced]
+    return _PLANS[table != "pairs" and small and not is_traced((ens, weights))]
 
 
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
