@@ -90,7 +90,8 @@ def test_path_players_count_the_features_on_each_path():
 def test_bucket_leaves_hold_every_leaf_once():
     """The buckets of players per path, in chunks of leaves, hold each leaf with a split exactly
     once, whatever the chunk sizes, and their depth covers its players."""
-    from jaximp._shap.paths import bucket_leaves, path_players, plan_layout
+    from jaximp._shap.layouts import bucket_leaves, plan_layout
+    from jaximp._shap.paths import path_players
 
     ens = lightgbm_deep().ens
     lengths = path_players(ens)
@@ -116,7 +117,7 @@ def test_few_rows_loop_the_quadrature_nodes_unless_programs_are_cached(tmp_path)
     import jax
 
     import jaximp._shap.tree_plans as tree_shap
-    from jaximp._shap.paths import path_costs, plan_layout
+    from jaximp._shap.layouts import path_costs, plan_layout
 
     ens = lightgbm_deep().ens
     few = tree_shap._layout(ens, "path", n_rows=64)[0]
@@ -142,7 +143,7 @@ def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_
     """Deep trees (quadrature) give LightGBM's values in one bucket of the deepest path for every
     leaf, its quadrature nodes in a loop, and in as many buckets of their own depths, nodes
     unrolled (no cost weighed per bucket: neither compile time nor each bucket's own steps)."""
-    import jaximp._shap.paths as paths
+    import jaximp._shap.layouts as layouts
     import jaximp._shap.tree_plans as tree_shap
 
     fitted = lightgbm_deep()
@@ -150,7 +151,7 @@ def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_
     monkeypatch.setattr(tree_shap, "plan_layout", layout)
     monkeypatch.setattr(tree_shap, "_BUCKET_COMPILE_NS", 0.0)
     monkeypatch.setattr(tree_shap, "_NODE_COMPILE_NS", 1.0 if looped else 0.0)
-    monkeypatch.setattr(paths, "LOOP_SLOWDOWN", 1.0)  # a loop wherever compiling its nodes costs anything
+    monkeypatch.setattr(layouts, "LOOP_SLOWDOWN", 1.0)  # a loop wherever compiling its nodes costs anything
     ens = jaximp.from_lightgbm(fitted.model)
     layout = tree_shap._layout(ens, "path")[0]
     assert len(layout) == max_buckets and not layout[-1].tables  # the deepest by quadrature
@@ -283,3 +284,59 @@ def test_the_trees_structure_is_read_once_per_model(monkeypatch):
     del other
     gc.collect()
     assert key not in kept
+
+
+@pytest.mark.parametrize("table", ["path", ""])
+def test_plans_built_in_numpy_equal_the_plans_jax_builds(table):
+    """A concrete model's plan is built in NumPy, a traced one's by the same functions in JAX:
+    the same arrays (dtypes, shapes, integers exactly, floats to float32 rounding), for the
+    path-dependent plan and the interventional plan before its background tables."""
+    import jax
+
+    import jaximp._shap.tree_plans as tree_plans
+    from jaximp._shap.layouts import bucket_leaves
+    from jaximp._shap.paths import host_structure
+
+    ens = lightgbm_deep().ens
+    structure = host_structure(ens)
+    layout, players = tree_plans._layout(ens, "path", n_rows=64, structure=structure)
+    step = tree_plans._step(ens, tree_plans.Kind("path", layout))
+    leaves = bucket_leaves(players, layout, -(-ens.n_trees // step.trees) * step.trees, ens.n_leaves, step.leaves)
+    weights = np.asarray(ens.leaf_weights)
+    assert tree_plans._on_host(ens, ens.leaf_weights, table)
+    built = dict(trees=step.trees, layout=layout, table=table)
+    host = tree_plans._plan(ens, weights, leaves, structure, **built)
+    traced = tree_plans._PLAN(ens, ens.leaf_weights, leaves, structure, **built)
+    host_leaves, host_tree = jax.tree_util.tree_flatten(host)
+    traced_leaves, traced_tree = jax.tree_util.tree_flatten(traced)
+    assert host_tree == traced_tree
+    assert all(isinstance(a, np.ndarray) for a in host_leaves)
+    for a, b in zip(host_leaves, traced_leaves):
+        b = np.asarray(b)
+        assert a.shape == b.shape and a.dtype == b.dtype
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_models_last_plan_is_kept_for_its_next_call():
+    """Explaining rows of the same model again reuses the plan built from its own leaf weights
+    (the same arrays, the same values); another plan replaces it, and weights counted on the
+    rows being explained (a model file without them) are never kept."""
+    import dataclasses
+
+    import jaximp._shap.tree_plans as tree_plans
+
+    fitted = lightgbm_deep()
+    x = lightgbm_rows(fitted.model, fitted.X, 8)[:8]
+    ens = jaximp.from_lightgbm(fitted.model)
+    first = jaximp.shap_values(ens, x)
+    (how, plan), = tree_plans._last_plan(ens).items()
+    np.testing.assert_array_equal(jaximp.shap_values(ens, x), first)
+    assert tree_plans._last_plan(ens)[how] is plan
+    jaximp.shap_values(ens, x, method="interventional", background=x)  # the interventional plan
+    assert list(tree_plans._last_plan(ens)) != [how] and len(tree_plans._last_plan(ens)) == 1
+    counted = dataclasses.replace(ens, leaf_weights_known=False)
+    jaximp.shap_values(counted, x)
+    assert tree_plans._last_plan(counted) == {}

@@ -217,9 +217,20 @@ def has_real_names(ens: Ensemble) -> bool:
     return tuple(ens.feature_names) != tuple(str(i) for i in range(ens.n_features))
 
 
+def namespace(*arrays: Any) -> Any:
+    """The array module computing on ``arrays``: NumPy when every one is a NumPy array, else
+    ``jax.numpy`` (the array API's ``array_namespace``, as in scikit-learn).
+
+    The functions that build a model's per-leaf tables from its structure take it from their
+    arguments: one implementation runs in NumPy on a concrete model, once per call with no
+    program to compile, and in JAX inside a traced one (``jax.jit``, ``jax.grad``)."""
+    return np if all(isinstance(a, (np.ndarray, np.generic)) for a in arrays) else jnp
+
+
 def safe_div(num: Array, den: Array, fill: float = 0.0) -> Array:
     """``num / den`` where ``den > 0``, else ``fill``, with finite gradients everywhere (empty
     leaves and nodes of zero cover give exact zeros): the one guarded division of every weighted
-    mean of the model."""
+    mean of the model (in NumPy for NumPy arrays, :func:`namespace`)."""
+    xp = namespace(num, den)
     ok = den > 0
-    return jnp.where(ok, num / jnp.where(ok, den, 1.0), fill)
+    return xp.where(ok, num / xp.where(ok, den, 1.0), fill)

@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from jaximp._models.ensemble import namespace
+
 
 def power_of_two_rows(a: Any) -> Array:
     """``a [N, ...]`` with its rows zero-padded to a power of two, on the device: a table of every
@@ -27,11 +29,12 @@ def power_of_two_rows(a: Any) -> Array:
 
 
 def whole_blocks(a: Array, block: int, axis: int = 0) -> Array:
-    """``a`` with its rows (along ``axis``) zero-padded to a whole number of blocks, at least one."""
+    """``a`` with its rows (along ``axis``) zero-padded to a whole number of blocks, at least one
+    (a NumPy array stays one)."""
     n = a.shape[axis]
     pad = [(0, 0)] * a.ndim
     pad[axis] = (0, max(1, -(-n // block)) * block - n)
-    return jnp.pad(a, pad)
+    return namespace(a).pad(a, pad)
 
 
 def row_blocks(a: Array, block: int) -> Array:

@@ -48,7 +48,7 @@ class Part:
     """One bucket's leaves in groups (a pytree): ``paths [groups, leaves, d]``, scaled leaf
     values ``f32[groups, leaves, K]``, the bucket's table (``f32[groups, leaves, 2**d, ...]``, or
     a dummy) and ``leaves i32[groups, leaves]``, where the leaves are among the model's
-    (``jaximp._shap.paths.bucket_leaves``). The games take any number of groups; a row kernel's
+    (``jaximp._shap.layouts.bucket_leaves``). The games take any number of groups; a row kernel's
     chunk of leaves is one."""
 
     paths: Paths

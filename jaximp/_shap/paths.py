@@ -1,5 +1,5 @@
 """Per-leaf root-to-leaf paths of :class:`TreeEnsemble` models, the players on them, a row's
-pattern at every leaf, and the layout of leaves in buckets of players per path.
+pattern at every leaf, and the paths of a bucket of leaves.
 
 Entries and slots: entry ``k`` of a leaf's path is its ancestor's edge at depth ``k`` (root
 first). The path's players are its distinct features; slot ``s`` is the ``s``-th of them in the
@@ -11,13 +11,7 @@ patterns are built once per node, not per leaf and depth: each edge the row miss
 slot's bit, and every node ORs in the bits of its ancestors by pointer jumping (``log2 D``
 gathers over the nodes instead of ``D`` over the leaves; :class:`Edges`).
 
-Buckets. Trees of LightGBM and of Lossguide growth are deep (20 to 30 edges) while most of their
-leaves have few players (90% at most 13 on that model): padding every leaf to the most would
-cost every leaf what the deepest costs. A :data:`Layout` cuts the numbers of players into
-buckets, each with its own depth (its most players), and each bucket holds those leaves of all
-trees, in chunks of leaves (:func:`bucket_leaves`, :func:`flat_leaves`): a leaf pads only to its
-bucket's depth, whatever the shapes of the other trees. A bucket reads as many slots of its
-leaves as its depth (and all their entries where the rows' bit patterns do not hold the slots).
+The leaves' buckets of players per path: :mod:`jaximp._shap.layouts`.
 
 Shapes: the legend of :mod:`jaximp._models` (T, L, D, M), and in words ``entries`` and
 ``slots`` (a path's edges and players, each axis D long in a model's paths, ``slots`` cut to a
@@ -29,14 +23,13 @@ chunks of ``leaves`` each, one chunk in a row kernel) and ``n`` (the rows of a s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._models.ensemble import kept_per_model, safe_div
+from jaximp._models.ensemble import kept_per_model, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble, leaf_paths, parents, subtree_sums
 
 
@@ -177,26 +170,29 @@ def _structure(ens: TreeEnsemble) -> Structure:
 def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | None = None) -> Paths:
     """The :class:`Paths` of ``ens`` with covers from ``leaf_weights f32[T, L]``; a node of zero
     cover splits it 0.5 / 0.5 (the limit of a vanishing weight on every leaf). ``structure``:
-    the trees' :class:`Structure` (None: computed here)."""
+    the trees' :class:`Structure` (None: computed here). With the structure and NumPy weights,
+    the paths are NumPy arrays computed on the host (``jaximp._models.ensemble.namespace``)."""
     if structure is None:
         nodes, right, mask = leaf_paths(ens)
         cover, _ = subtree_sums(ens, leaf_weights)  # [T, M]
     else:  # subtree_sums' covers from the given paths
         nodes, right, mask = structure.nodes, structure.right, structure.mask
-        flat = (nodes + ens.n_nodes * jnp.arange(ens.n_trees, dtype=jnp.int32)[:, None, None]).reshape(-1)
-        weight = jnp.where(mask, leaf_weights[:, :, None], 0.0)
-        cover = jax.ops.segment_sum(weight.reshape(-1), flat, ens.n_trees * ens.n_nodes).reshape(ens.n_trees, -1)
+        xp = namespace(leaf_weights)
+        flat = (nodes + ens.n_nodes * xp.arange(ens.n_trees, dtype=xp.int32)[:, None, None]).reshape(-1)
+        weight = xp.where(mask, leaf_weights[:, :, None], 0.0)
+        cover = _segment_sum(weight.reshape(-1), flat, ens.n_trees * ens.n_nodes).reshape(ens.n_trees, -1)
+    xp = namespace(cover, leaf_weights)
     t, l, d = nodes.shape
-    rows = jnp.arange(t)[:, None, None]
+    rows = xp.arange(t)[:, None, None]
     node_cover = cover[rows, nodes]
-    child_cover = jnp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
-    ratio = jnp.where(mask, safe_div(child_cover, node_cover, 0.5), 1.0)
+    child_cover = xp.concatenate([leaf_weights[:, :, None], node_cover[:, :, :-1]], axis=2)
+    ratio = xp.where(mask, safe_div(child_cover, node_cover, 0.5), 1.0).astype(leaf_weights.dtype)
     if structure is not None:  # the integer fields from the host, the same floats as below
         paths = structure.paths
-        ratio = jnp.where(paths.mask, jnp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
-        same = _players(structure.feature, paths.mask)[0]
-        z = jnp.prod(jnp.where(same & paths.mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
-        z = jnp.where(paths.player, jnp.take_along_axis(z, structure.lead, axis=-1), 1.0)  # the sum below
+        ratio = xp.where(paths.mask, xp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
+        same = _same(structure.feature, paths.mask)
+        z = xp.prod(xp.where(same & paths.mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
+        z = xp.where(paths.player, xp.take_along_axis(z, structure.lead, axis=-1), 1.0)  # the sum below
         return dataclasses.replace(paths, z=z.astype(ratio.dtype), ratio=ratio)
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
@@ -212,15 +208,28 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | No
     return Paths(nodes, right, slot, player, feature, z, ratio, mask)
 
 
+def _segment_sum(values: Array, segments: Array, n: int) -> Array:
+    """``[n]`` the sums of ``values`` by ``segments`` (in range), NumPy's for NumPy arrays."""
+    if namespace(values, segments) is np:
+        return np.bincount(segments, values, minlength=n).astype(values.dtype)
+    return jax.ops.segment_sum(values, segments, n)
+
+
 def _players(feature: Array, mask: Array) -> tuple[Array, Array, Array]:
     """``(bool[..., entries, entries], i32[..., entries], bool[..., entries])`` of path entries
     ``feature i32[..., entries]`` (root first, ``mask``: real edges): whether two entries read the
     same player, the first entry reading each entry's player, and whether an entry is that first
     one (it leads a slot)."""
-    d = feature.shape[-1]
-    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]  # [..., entries, entries]
-    first = jnp.argmax(same, axis=-1).astype(jnp.int32)
-    return same, first, mask & (first == jnp.arange(d))
+    xp = namespace(feature, mask)
+    same = _same(feature, mask)
+    first = xp.argmax(same, axis=-1).astype(xp.int32)
+    return same, first, mask & (first == xp.arange(feature.shape[-1]))
+
+
+def _same(feature: Array, mask: Array) -> Array:
+    """``bool[..., entries, entries]`` whether two entries of ``feature`` read the same player
+    (the first one a real edge), as :func:`_players`."""
+    return (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]
 
 
 def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
@@ -260,23 +269,29 @@ class Edges:
 
 def tree_edges(ens: TreeEnsemble, paths: Paths, structure: Structure | None = None) -> Edges:
     """The :class:`Edges` of ``ens``, with each node's slot read from ``paths`` (``structure``:
-    as :func:`tree_paths`)."""
+    as :func:`tree_paths`; NumPy arrays from NumPy ones)."""
     t, m = ens.n_trees, ens.n_nodes
     if structure is None:
         node_parent, node_side, leaf_parent, leaf_side = parents(ens)
     else:
         node_parent, node_side = structure.node_parent, structure.node_side
         leaf_parent, leaf_side = structure.leaf_parent, structure.leaf_side
-    rows = jnp.arange(t)[:, None, None]
-    at = jnp.where(paths.mask, paths.nodes, m)  # padded entries dropped
-    node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
-    parent, leaf_up = jnp.maximum(node_parent, 0), jnp.maximum(leaf_parent, 0)
-    bit = jnp.where(node_parent >= 0, 1 << jnp.take_along_axis(node_slot, parent, axis=1), 0)
-    leaf_bit = jnp.where(leaf_parent >= 0, 1 << jnp.take_along_axis(node_slot, leaf_up, axis=1), 0)
+    xp = namespace(paths.slot, node_parent)
+    rows = xp.arange(t)[:, None, None]
+    at = xp.where(paths.mask, paths.nodes, m)  # padded entries dropped
+    if xp is np:  # every entry of a node holds its slot: any one may land
+        node_slot = np.zeros((t, m + 1), np.int32)
+        node_slot[np.broadcast_to(rows, at.shape), at] = paths.slot
+        node_slot = node_slot[:, :m]
+    else:
+        node_slot = jnp.zeros((t, m), jnp.int32).at[rows, at].set(paths.slot, mode="drop")
+    parent, leaf_up = xp.maximum(node_parent, 0), xp.maximum(leaf_parent, 0)
+    bit = xp.where(node_parent >= 0, 1 << xp.take_along_axis(node_slot, parent, axis=1), 0).astype(xp.int32)
+    leaf_bit = xp.where(leaf_parent >= 0, 1 << xp.take_along_axis(node_slot, leaf_up, axis=1), 0).astype(xp.int32)
     jumps = [parent]
     for _ in range(max(0, ens.depth - 2).bit_length() - 1):
-        jumps.append(jnp.take_along_axis(jumps[-1], jumps[-1], axis=1))
-    return Edges(parent, node_side, bit, jnp.stack(jumps, axis=1), leaf_up, leaf_side, leaf_bit)
+        jumps.append(xp.take_along_axis(jumps[-1], jumps[-1], axis=1))
+    return Edges(parent, node_side, bit, xp.stack(jumps, axis=1), leaf_up, leaf_side, leaf_bit)
 
 
 def gather_nodes(a: Array, index: Array) -> Array:
@@ -323,24 +338,7 @@ def taken_slots(paths: Paths, pattern: Array | None, decisions: Array) -> Array:
 
 
 # --------------------------------------------------------------------------------------------
-# Buckets of players per path
-
-
-@dataclasses.dataclass(frozen=True)
-class Bucket:
-    """The leaves of every tree whose paths hold ``shallowest < players <= depth`` players: each
-    takes ``depth`` slots, and per-leaf ``tables`` or not; ``count`` of them in the model;
-    without tables, quadrature nodes ``looped`` or unrolled (``jaximp._shap.games``) (hashable:
-    layouts are static arguments of compiled kernels)."""
-
-    shallowest: int
-    depth: int
-    tables: bool
-    count: int
-    looped: bool = False
-
-
-Layout = tuple[Bucket, ...]
+# Players per path, and a bucket's paths
 
 
 def path_players(ens: TreeEnsemble, structure: Structure | None = None) -> np.ndarray | None:
@@ -351,139 +349,14 @@ def path_players(ens: TreeEnsemble, structure: Structure | None = None) -> np.nd
     return None if structure is None else np.sum(structure.paths.player, axis=-1).astype(np.int32)
 
 
-def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
-                table_floats: Callable[[int], int], table_bytes: int,
-                costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
-                compile_cost: float = 0.0, node_compile_cost: float = 0.0, max_buckets: int = 6) -> Layout:
-    """At most ``max_buckets`` buckets of players per path minimising a cost model of the row kernels
-    (each bucket is code of its own: more buckets pad less but compile longer).
-
-    Args:
-        players: ``i32[T, L]`` players per path (:func:`path_players`), or None: one bucket of ``depth``
-            holding every leaf.
-        n_trees: T, the model's trees.
-        n_leaves: L, the leaves of each tree's table.
-        depth: D, the model's depth.
-        table_depth: the deepest bucket that may use per-leaf tables.
-        table_floats: a table's floats per leaf, as a function of the bucket's depth.
-        table_bytes: the budget of all tables together; deeper buckets use quadrature beyond it.
-        costs: ``(table, no table)`` cost per leaf and row of a bucket, as a function of its
-            depth, in ns (default :func:`path_costs`).
-        overhead: a bucket's fixed cost per tree and row, in ns (its own ops at every step).
-        compile_cost: a bucket's one-off cost per row, in ns: the time its code takes to compile,
-            spread over the rows explained (a first call on few rows pays for every bucket).
-        node_compile_cost: the same for each unrolled quadrature node of a bucket without
-            tables; 0: nodes always unrolled. Else a bucket's nodes are looped where the loop's
-            slower passes (:data:`LOOP_SLOWDOWN`) cost the rows less than compiling the nodes.
-
-    Returns:
-        :data:`Layout`, buckets from the shortest paths to the longest; leaves without splits
-        (no players, no SHAP values) are in none.
-    """
-    if players is None:
-        only = Bucket(-1, depth, depth <= table_depth, n_trees * n_leaves)
-        return _fit_tables((only,), table_floats, table_bytes)
-    depths, counts = np.unique(players[players > 0], return_counts=True)
-    start = np.concatenate([[0], np.cumsum(counts)])
-
-    def bucket(i: int, j: int) -> tuple[float, Bucket]:  # the leaves of depths[i:j]
-        d, count = int(depths[j - 1]), int(start[j] - start[i])
-        table, quad = (costs or path_costs)(d)
-        fits = d <= table_depth and count * table_floats(d) * 4 <= table_bytes
-        tables = fits and table < quad
-        shallowest = int(depths[i - 1]) if i else 0
-        nodes = -(-d // 2)
-        looped = not tables and node_compile_cost > 0 and \
-            count * quad * (LOOP_SLOWDOWN - 1) < (nodes - 1) * node_compile_cost
-        work = table if tables else quad * LOOP_SLOWDOWN if looped else quad
-        code = compile_cost + (0 if tables else node_compile_cost * (1 if looped else nodes))
-        return code + overhead * n_trees + count * work, Bucket(shallowest, d, tables, count, looped)
-
-    n = len(depths)
-    best = {(0, 0): (0.0, ())}  # cheapest layout of depths[:j] in k buckets
-    for k in range(1, max_buckets + 1):
-        for j in range(k, n + 1):
-            options = [(best[i, k - 1][0] + cost, best[i, k - 1][1] + (b,))
-                       for i in range(k - 1, j) if (i, k - 1) in best for cost, b in [bucket(i, j)]]
-            best[j, k] = min(options, key=lambda o: o[0])
-    layout = min((best[n, k] for k in range(1, max_buckets + 1) if (n, k) in best), key=lambda o: o[0],
-                 default=(0.0, ()))[1]
-    return _fit_tables(layout, table_floats, table_bytes)
-
-
-LOOP_SLOWDOWN = 1.15  # looped quadrature nodes over unrolled ones (measured on CPU, 9 nodes)
-
-
-def path_costs(d: int, rows: int = 256, pairs: bool = False) -> tuple[float, float]:
-    """``(table, quadrature)`` cost of the path-dependent games per leaf and row of a bucket of
-    depth ``d``, in ns measured on CPU: ``2 (d + 2)`` per lookup plus the table's build
-    (``(d + 1) 2**d`` per leaf) spread over the ``rows`` explained; quadrature
-    ``4 + 0.15 d ceil(d / 2)`` for SHAP values (cheaper than a lookup at every depth a table
-    holds, so their buckets have none), ``20 + 2 d ceil(d / 2)`` for interactions."""
-    nodes = -(-d // 2)
-    quadrature = 20.0 + 2.0 * d * nodes if pairs else 4.0 + 0.15 * d * nodes
-    return 2.0 * (d + 2) + (d + 1) * (1 << d) / rows, quadrature
-
-
-def interventional_costs(d: int, n_background: int, rows: int = 256) -> tuple[float, float]:
-    """``(table, no table)`` cost of the interventional games per leaf and row, as
-    :func:`path_costs` (measured on CPU with 2 cores): the table's build is ``ceil(d / 2)``
-    superset sums of ``d 2**d`` adds at 0.5 ns per leaf, and 9 ns per leaf and background row for
-    the histogram, spread over the ``rows`` explained; without a table, every row meets every
-    background row at every slot, 0.5 ns each."""
-    build = (0.5 * (-(-d // 2)) * d * (1 << d) + 9.0 * n_background) / rows
-    return 2.0 * (d + 3) + build, 20.0 + 0.5 * d * n_background
-
-
-def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes: int) -> Layout:
-    """Turn the deepest table buckets to quadrature until all tables fit ``table_bytes``."""
-    layout = list(layout)
-    size = lambda b: b.count * table_floats(b.depth) * 4  # noqa: E731
-    while sum(size(b) for b in layout if b.tables) > table_bytes:
-        i = max((i for i, b in enumerate(layout) if b.tables), key=lambda i: layout[i].depth)
-        layout[i] = dataclasses.replace(layout[i], tables=False)
-    return tuple(layout)
-
-
-def bucket_leaves(players: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
-                  sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """Per bucket and its ``size`` in ``sizes``, ``i32[n_chunks, size]`` its leaves, as indices
-    ``tree * L + leaf`` into the model's leaves (:func:`flat_leaves`), in chunks of ``size``; the
-    last chunk ends in copies of ``n_trees * L``, the null leaf. ``n_trees``: the trees of
-    ``players`` and more, all leaves of the extra trees unused (their index range pads the
-    patterns of trees in chunks)."""
-    null = n_trees * n_leaves
-    if players is None:
-        every = np.arange(null, dtype=np.int32)
-        return tuple(_chunked(every, size, null) for size in sizes)
-    players = np.pad(players, ((0, n_trees - len(players)), (0, 0))).reshape(-1)
-    return tuple(_chunked(np.flatnonzero((players > b.shallowest) & (players <= b.depth)).astype(np.int32), size,
-                          null) for b, size in zip(layout, sizes))
-
-
-def _chunked(index: np.ndarray, size: int, fill: int) -> np.ndarray:
-    n = max(-(-len(index) // size), 1)
-    return np.pad(index, (0, n * size - len(index)), constant_values=fill).reshape(n, size)
-
-
-def chunk_sizes(counts: tuple[int, ...], widths: tuple[float, ...], budget: float) -> tuple[int, ...]:
-    """Leaves per chunk of each bucket of ``counts`` leaves and ``widths`` floats per leaf: within
-    ``budget`` floats, split evenly (the last chunk pads the least)."""
-    out = []
-    for count, width in zip(counts, widths):
-        most = max(1, int(budget // max(width, 1.0)))
-        n = max(-(-count // most), 1)
-        out.append(max(-(-count // n), 1))
-    return tuple(out)
-
-
 def flat_leaves(paths: Paths, n_nodes: int) -> Paths:
     """``paths [T, L, D]`` as ``[T L + 1, D]``: every leaf of the model, tree-major, with
     ``nodes`` indexing the model's ``T M`` nodes (``tree * M + node``), and a null leaf (no
-    edges, no players) last, which pads the buckets' chunks (:func:`bucket_leaves`)."""
+    edges, no players) last, which pads the buckets' chunks (``jaximp._shap.layouts.bucket_leaves``)."""
+    xp = namespace(paths.nodes, paths.z)
     t, l, d = paths.nodes.shape
-    paths = dataclasses.replace(paths, nodes=paths.nodes + (n_nodes * jnp.arange(t, dtype=jnp.int32))[:, None, None])
-    flat = lambda a, fill: jnp.concatenate([a.reshape(t * l, d), jnp.full((1, d), fill, a.dtype)])  # noqa: E731
+    paths = dataclasses.replace(paths, nodes=paths.nodes + (n_nodes * xp.arange(t, dtype=xp.int32))[:, None, None])
+    flat = lambda a, fill: xp.concatenate([a.reshape(t * l, d), xp.full((1, d), fill, a.dtype)])  # noqa: E731
     return Paths(**{name: flat(getattr(paths, name), fill) for name, fill in _NULL_LEAF.items()})
 
 

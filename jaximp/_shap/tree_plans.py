@@ -4,7 +4,7 @@ once per model (and background), and how its loops walk it.
 A :class:`Plan` holds, per tree in chunks of trees, the nodes' splits and the
 :class:`~jaximp._shap.paths.Edges` from which a row's patterns at every leaf are built
 (:func:`row_patterns`), and per bucket of leaves by players per path (a
-:data:`~jaximp._shap.paths.Layout` chosen by a cost model, :func:`_layout`) a
+:data:`~jaximp._shap.layouts.Layout` chosen by a cost model, :func:`_layout`) a
 :class:`~jaximp._shap.games.Part`: the bucket's leaves of all trees in chunks of leaves, with
 their per-leaf tables where the bucket uses tables. A :class:`Step` sizes the kernel's loops
 (rows per step, trees per chunk of the patterns' loop, leaves per chunk of each bucket's loop)
@@ -29,26 +29,21 @@ from jax import Array
 
 from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
-from jaximp._models.ensemble import safe_div
+from jaximp._models.ensemble import kept_per_model, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, resolve_devices, sum_rows
 from jaximp._rows.blocks import row_blocks
 from jaximp._rows.programs import stored_jit
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
+from jaximp._shap.layouts import Layout, bucket_leaves, chunk_sizes, interventional_costs, path_costs, plan_layout
 from jaximp._shap.paths import (
     Edges,
-    Layout,
     Structure,
     bucket,
-    bucket_leaves,
-    chunk_sizes,
     flat_leaves,
     host_structure,
-    interventional_costs,
-    path_costs,
     path_players,
     patterns,
-    plan_layout,
     taken_slots,
     tree_edges,
     tree_paths,
@@ -81,7 +76,7 @@ class Plan:
             nodes' splits (``TreeEnsemble``'s fields), per tree in chunks of trees
             ``[n_chunks, chunk, M, ...]``; the last two None without set-membership splits.
         edges: the :class:`~jaximp._shap.paths.Edges` of the rows' patterns, in chunks of trees.
-        parts: per bucket of the kernel's :data:`~jaximp._shap.paths.Layout`, a
+        parts: per bucket of the kernel's :data:`~jaximp._shap.layouts.Layout`, a
             :class:`~jaximp._shap.games.Part` of its leaves of all trees in chunks of leaves
             ``[n_chunks, leaves, ...]``.
         background: the deep interventional buckets' background rows in blocks
@@ -102,7 +97,7 @@ class Plan:
 class Kind:
     """The static description of a plan (hashable: a static argument of the compiled kernels):
     ``name`` ("path", "interventional" or "pairs"; "saabas" for a Saabas plan) and the buckets'
-    :data:`~jaximp._shap.paths.Layout`."""
+    :data:`~jaximp._shap.layouts.Layout`."""
 
     name: str
     layout: Layout
@@ -253,9 +248,9 @@ def _pad_trees(tree: Any, chunk: int) -> Any:
     return jax.tree_util.tree_map(lambda a: row_blocks(a, chunk).reshape((-1,) + a.shape[1:]), tree)
 
 
-def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
-    """``ens`` with ``leaf_weights = weights f32[T, L]`` and the values of the leaves of
-    negligible weight set to 0.
+def covered(weights: Array, values: Array) -> tuple[Array, Array]:
+    """The leaf weights ``weights f32[T, L]`` as floats, and the leaf values ``values f32[T, L, K]``
+    with those of leaves of negligible weight set to 0.
 
     CatBoost's path-dependent recursion over non-symmetric trees
     (``CalcNonObliviousInternalShapValuesForLeafRecursive``, catboost/libs/fstr/shap_values.cpp)
@@ -265,59 +260,87 @@ def covered(ens: TreeEnsemble, weights: Array) -> TreeEnsemble:
     drops exactly those leaves from the games (tables and quadrature), whose terms are linear in
     the value.
     """
-    negligible = jnp.abs(weights) <= 1e-13 * jnp.minimum(jnp.abs(1.0 + weights), 1.0)
-    values = jnp.where(negligible[..., None], 0.0, ens.leaf_values).astype(ens.leaf_values.dtype)
-    weights = jnp.asarray(weights, jnp.result_type(float, weights))  # float64 weights stay float64
-    return dataclasses.replace(ens, leaf_weights=weights, leaf_values=values)
+    xp = namespace(weights, values)
+    negligible = xp.abs(weights) <= 1e-13 * xp.minimum(xp.abs(1.0 + weights), 1.0)
+    values = xp.where(negligible[..., None], 0.0, values).astype(values.dtype)
+    if not xp.issubdtype(weights.dtype, xp.floating):  # float64 weights stay float64
+        weights = weights.astype(xp.float32)
+    return weights, values
 
 
 def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], structure: Structure | None, *, trees: int,
           layout: Layout, table: str = "") -> Plan:
     """The plan of ``ens`` with covers from ``weights f32[T, L]``, ``trees`` per chunk of trees
-    and each bucket's ``leaves i32[n_chunks, leaves]`` (``jaximp._shap.paths.bucket_leaves``);
+    and each bucket's ``leaves i32[n_chunks, leaves]`` (``jaximp._shap.layouts.bucket_leaves``);
     ``table``: the path-dependent kinds, "path" or "pairs" (:func:`covered` leaves, and the
     tables of the buckets that use tables), or "" (interventional: no tables yet);
-    ``structure``: the trees' :class:`jaximp._shap.paths.Structure` (None when traced)."""
+    ``structure``: the trees' :class:`jaximp._shap.paths.Structure` (None when traced).
+
+    NumPy ``weights`` (with the structure) build the plan in NumPy, from the model's arrays
+    copied to the host (:func:`_on_host`); else it is traced as a JAX program."""
+    host = namespace(weights) is np
+    xp, field = (np, lambda a: None if a is None else np.asarray(a)) if host else (jnp, lambda a: a)
+    values = field(ens.leaf_values)
     if table:
-        ens = covered(ens, weights)
+        weights, values = covered(weights, values)
     paths = tree_paths(ens, weights, structure)
     edges = tree_edges(ens, paths, structure)
     paths = flat_leaves(_pad_trees(paths, trees), ens.n_nodes)  # [T L + 1, D]
-    values = _pad_trees(ens.scale * ens.leaf_values, trees)
-    values = jnp.concatenate([values.reshape(-1, values.shape[-1]), jnp.zeros_like(values[0, :1])])  # the null leaf's
+    values = _pad_trees(field(ens.scale) * values, trees)
+    values = xp.concatenate([values.reshape(-1, values.shape[-1]), xp.zeros_like(values[0, :1])])  # the null leaf's
     parts = []
     for b, index in zip(layout, leaves):
-        index = jnp.asarray(index)
+        index = xp.asarray(index)
         entries = 0 if b.depth <= _BIT_DEPTH else ens.depth  # edges, where bit patterns do not hold the slots
         part, value = bucket(paths, index, b.depth, entries), values[index]  # [n_chunks, leaves, d], [..., K]
         if b.tables and table == "pairs":
             data = jax.lax.map(lambda p: interaction_path_table(one_group(p))[0], part)
             data = data[..., None] * value[:, :, None, None, None, :]
         else:
-            data = jnp.zeros((index.shape[0], 0), jnp.float32)
+            data = xp.zeros((index.shape[0], 0), xp.float32)
         parts.append(Part(part, value, data, index))
-    nodes = Plan(ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_categorical, ens.node_categories,
-                 edges, ())
+    nodes = Plan(*(field(a) for a in (ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_categorical,
+                                      ens.node_categories)), edges, ())
     chunked = jax.tree_util.tree_map(lambda a: row_blocks(a, trees), nodes)  # [n_chunks, chunk, ...]
     return dataclasses.replace(chunked, parts=tuple(parts))
 
 
-# A plan's program runs once per call. Compiled without LLVM's optimizations of its machine code it
-# compiles in half the time (0.9 -> 0.4 s for 100 LightGBM trees of 63 leaves, 28 deep) and runs
-# 2-3x slower (0.014 -> 0.032 s), which pays up to paths of this many entry pairs T L D**2; the
-# interaction tables' products (table "pairs") always take the optimized code, and so does a plan
-# traced inside another program (under jax.jit or jax.grad: compiled with it).
-_QUICK_PLAN_PAIRS = 1 << 24
-_QUICK = {"xla_backend_optimization_level": 0}
-_PLANS = {quick: stored_jit(_plan, static_argnames=("trees", "layout", "table"), **options)
-          for quick, options in ((False, {}), (True, {"compiler_options": _QUICK}))}
+_PLAN = stored_jit(_plan, static_argnames=("trees", "layout", "table"))
+
+# A plan is built once per call. In NumPy it takes a few hundredths of a second, where compiling it
+# as a JAX program took 0.4 s (100 LightGBM trees of 63 leaves, 28 deep; with LLVM's optimizations
+# 0.9 s) for a first call. NumPy materializes what XLA fuses (the paths' [T, L, D, D] entry pairs),
+# so models of more entry pairs than this, the interaction tables' products (table "pairs") and a
+# plan traced inside another program (under jax.jit or jax.grad) take the JAX program.
+_HOST_PLAN_PAIRS = 1 << 24
 
 
-def _plan_program(ens: TreeEnsemble, weights: Array, table: str):
-    """The compiled :func:`_plan` for ``ens`` and ``weights``: quick to compile where its work is
-    small."""
-    small = ens.n_trees * ens.n_leaves * ens.depth ** 2 <= _QUICK_PLAN_PAIRS
-    return _PLANS[table != "pairs" and small and not is_traced((ens, weights))]
+def _on_host(ens: TreeEnsemble, weights: Array, table: str) -> bool:
+    """Whether the plan of ``ens`` and ``weights`` is built in NumPy (see :data:`_HOST_PLAN_PAIRS`)."""
+    small = ens.n_trees * ens.n_leaves * ens.depth ** 2 <= _HOST_PLAN_PAIRS
+    return table != "pairs" and small and not is_traced((ens, weights))
+
+
+@kept_per_model
+def _last_plan(ens: TreeEnsemble) -> dict:
+    """``{how: arrays}``, the last plan built in NumPy from the model's own leaf weights and how it
+    was built: calls that explain rows of the same model again (a plain ``shap_values`` in a loop)
+    find it built; another layout replaces it."""
+    return {}
+
+
+def _host_plan(ens: TreeEnsemble, weights: Array, leaves: tuple[np.ndarray, ...], structure: Structure, *,
+               trees: int, layout: Layout, table: str) -> Plan:
+    """:func:`_plan` in NumPy, on the default device; kept per model (:func:`_last_plan`)."""
+    kept, how = _last_plan(ens), (table, layout, trees, tuple(a.shape for a in leaves))
+    if weights is ens.leaf_weights and how in kept:
+        return kept[how]
+    arrays = jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, trees=trees, layout=layout,
+                                  table=table))
+    if weights is ens.leaf_weights:
+        kept.clear()
+        kept[how] = arrays
+    return arrays
 
 
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
@@ -332,9 +355,11 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     table = "" if name == "interventional" else name
-    with gc_paused():  # a first call traces and lowers the plan's program here
-        arrays = _plan_program(ens, weights, table)(ens, weights, leaves, structure, trees=step.trees,
-                                                    layout=layout, table=table)
+    if _on_host(ens, weights, table):
+        arrays = _host_plan(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
+    else:
+        with gc_paused():  # a first call traces and lowers the plan's program here
+            arrays = _PLAN(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
     return ShapPlan(kind, arrays, step.rows)
 
 
