@@ -892,7 +892,8 @@ def markdown(results: list[dict], scaling: list[dict], args, scale: dict) -> str
         "  all of the model's CTRs: one gather per CTR from a table of the bins of each projection's",
         "  categories seen so far (and bit patterns), computed once. The hashes of the values seen before",
         "  come from a memo (timed warm, as every row). The featurized rows reach the kernels",
-        "  feature-major, with no transpose.",
+        "  feature-major, with no transpose. Sharing the CTRs between two threads gave nothing on this",
+        "  machine: its NumPy and Arrow gathers run at half speed each when two run at once.",
         "- Permutation importance draws its own row permutations, so it agrees with sklearn within",
         "  sampling error (the tests check that), not number for number.",
         "- Timings on a shared 2-core virtual machine move by 20-50% between runs (the\n  machine's speed drifts "

@@ -190,8 +190,8 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | No
     if structure is not None:  # the integer fields from the host, the same floats as below
         paths = structure.paths
         ratio = xp.where(paths.mask, xp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
-        same = _same(structure.feature, paths.mask)
-        z = xp.prod(xp.where(same & paths.mask[..., None, :], ratio[..., None, :], 1.0), axis=-1)
+        same = _same(structure.feature, paths.mask) & paths.mask[..., None, :]
+        z = xp.prod(xp.broadcast_to(ratio[..., None, :], same.shape), axis=-1, where=same, initial=1.0)
         z = xp.where(paths.player, xp.take_along_axis(z, structure.lead, axis=-1), 1.0)  # the sum below
         return dataclasses.replace(paths, z=z.astype(ratio.dtype), ratio=ratio)
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
