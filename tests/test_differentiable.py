@@ -225,6 +225,18 @@ def test_traced_rows_and_background(name):
                                rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["oblivious", "trees"])
+def test_a_traced_call_leaves_nothing_traced_behind(name):
+    """SHAP values of rows traced by jax.jit, then of the same rows in memory, then traced again:
+    the plan or tables a model keeps for its next call are never the jit's tracers."""
+    ens, d = model(name)
+    run = jax.jit(lambda x: jaximp.shap_values(ens, x))
+    traced = run(jnp.asarray(d["X"]))
+    plain = jaximp.shap_values(ens, d["X"])
+    np.testing.assert_allclose(traced, plain, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run(jnp.asarray(d["X"]) + 0.0), plain, rtol=1e-5, atol=1e-6)
+
+
 def test_interaction_of_traced_structure_equals_concrete():
     """A TreeEnsemble's Interaction read from a traced structure (jit over the whole ensemble)
     equals the host-side reading, for both output reductions."""

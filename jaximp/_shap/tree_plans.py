@@ -315,29 +315,32 @@ _PLAN = stored_jit(_plan, static_argnames=("trees", "layout", "table"))
 _HOST_PLAN_PAIRS = 1 << 24
 
 
-def _on_host(ens: TreeEnsemble, weights: Array, table: str) -> bool:
-    """Whether the plan of ``ens`` and ``weights`` is built in NumPy (see :data:`_HOST_PLAN_PAIRS`)."""
+def _on_host(ens: TreeEnsemble, weights: Array, table: str, x: Any = None) -> bool:
+    """Whether the plan of ``ens`` and ``weights`` for the rows ``x`` is built in NumPy (see
+    :data:`_HOST_PLAN_PAIRS`): not when any of them is traced."""
     small = ens.n_trees * ens.n_leaves * ens.depth ** 2 <= _HOST_PLAN_PAIRS
-    return table != "pairs" and small and not is_traced((ens, weights))
+    return table != "pairs" and small and not is_traced((ens, weights, x))
 
 
 @kept_per_model
 def _last_plan(ens: TreeEnsemble) -> dict:
     """``{how: arrays}``, the last plan built in NumPy from the model's own leaf weights and how it
-    was built: calls that explain rows of the same model again (a plain ``shap_values`` in a loop)
-    find it built; another layout replaces it."""
+    was built (with JAX's settings that change its arrays): calls that explain rows of the same
+    model again (a plain ``shap_values`` in a loop) find it built; another layout replaces it."""
     return {}
 
 
 def _host_plan(ens: TreeEnsemble, weights: Array, leaves: tuple[np.ndarray, ...], structure: Structure, *,
                trees: int, layout: Layout, table: str) -> Plan:
     """:func:`_plan` in NumPy, on the default device; kept per model (:func:`_last_plan`)."""
-    kept, how = _last_plan(ens), (table, layout, trees, tuple(a.shape for a in leaves))
+    kept = _last_plan(ens)
+    how = (table, layout, trees, tuple(a.shape for a in leaves), jax.config.jax_enable_x64,
+           jax.config.jax_default_device)
     if weights is ens.leaf_weights and how in kept:
         return kept[how]
     arrays = jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, trees=trees, layout=layout,
                                   table=table))
-    if weights is ens.leaf_weights:
+    if weights is ens.leaf_weights and not is_traced(arrays):  # never a tracer of a caller's trace
         kept.clear()
         kept[how] = arrays
     return arrays
@@ -355,7 +358,7 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     table = "" if name == "interventional" else name
-    if _on_host(ens, weights, table):
+    if _on_host(ens, weights, table, x):
         arrays = _host_plan(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
     else:
         with gc_paused():  # a first call traces and lowers the plan's program here
