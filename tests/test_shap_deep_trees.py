@@ -326,17 +326,17 @@ def test_a_models_last_plan_is_kept_for_its_next_call():
     rows being explained (a model file without them) are never kept."""
     import dataclasses
 
-    import jaximp._shap.tree_plans as tree_plans
+    from jaximp._models.ensemble import _last_kept
 
     fitted = lightgbm_deep()
     x = lightgbm_rows(fitted.model, fitted.X, 8)[:8]
     ens = jaximp.from_lightgbm(fitted.model)
     first = jaximp.shap_values(ens, x)
-    (how, plan), = tree_plans._last_plan(ens).items()
+    (how, plan), = _last_kept(ens).items()
     np.testing.assert_array_equal(jaximp.shap_values(ens, x), first)
-    assert tree_plans._last_plan(ens)[how] is plan
+    assert _last_kept(ens)[how] is plan
     jaximp.shap_values(ens, x, method="interventional", background=x)  # the interventional plan
-    assert list(tree_plans._last_plan(ens)) != [how] and len(tree_plans._last_plan(ens)) == 1
+    assert list(_last_kept(ens)) != [how] and len(_last_kept(ens)) == 1
     counted = dataclasses.replace(ens, leaf_weights_known=False)
     jaximp.shap_values(counted, x)
-    assert tree_plans._last_plan(counted) == {}
+    assert _last_kept(counted) == {}

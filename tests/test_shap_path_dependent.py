@@ -274,16 +274,16 @@ def test_general_trees_against_the_library(build, arg, method):
 def test_oblivious_tables_are_kept_per_model():
     """A model's tables built from its own leaf weights are kept for its next call (the same
     arrays); tables of a background or of weights counted on the explained rows are not."""
-    from jaximp._shap import oblivious
+    from jaximp._models.ensemble import _last_kept
 
     model, X, _, _ = models.train("regression", depth=6, iterations=10)
     ens = jaximp.from_catboost(model)
     first = shap_values(ens, X[:20])
-    (how, tables), = oblivious._kept(ens).items()
+    (how, tables), = _last_kept(ens).items()
     np.testing.assert_array_equal(shap_values(ens, X[:20]), first)
-    assert oblivious._kept(ens)[how] is tables
+    assert _last_kept(ens)[how] is tables
     shap_values(ens, X[:20], method="interventional", background=X[:30])
-    assert oblivious._kept(ens)[how] is tables
+    assert _last_kept(ens)[how] is tables
     counted = dataclasses.replace(ens, leaf_weights_known=False)
     shap_values(counted, X[:20])
-    assert oblivious._kept(counted) == {}
+    assert _last_kept(counted) == {}

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
@@ -158,6 +159,32 @@ def kept_per_model(compute: Callable) -> Callable:
 
     once.kept = kept
     return once
+
+
+@kept_per_model
+def _last_kept(ens: Any) -> dict:
+    """``{how: value}``: what :func:`kept_last` keeps for a model, its last value only."""
+    return {}
+
+
+def kept_last(ens: Any, how: Any, build: Callable[[], Any], keep: bool = True) -> Any:
+    """``build()``, kept for the model's next call that asks for the same ``how`` (hashable: what
+    ``build`` depends on besides the model, and JAX's settings that change its arrays).
+
+    Tables a model's calls build from its own leaf weights (a SHAP plan) do not change between
+    calls: a plain ``shap_values`` in a loop finds them built. Each model keeps its last value
+    only (another ``how`` replaces it), nothing when not ``keep`` (tables of a background or of
+    weights counted on the explained rows), and never a value holding JAX tracers (built inside
+    a caller's ``jax.jit``)."""
+    kept = _last_kept(ens)
+    how = (how, jax.config.jax_enable_x64, jax.config.jax_default_device)
+    if keep and how in kept:
+        return kept[how]
+    value = build()
+    if keep and not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(value)):
+        kept.clear()
+        kept[how] = value
+    return value
 
 
 def squeeze_outputs(values: Array, n_outputs: int) -> Array:

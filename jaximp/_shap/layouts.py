@@ -5,9 +5,10 @@ Trees of LightGBM and of Lossguide growth are deep (20 to 30 edges) while most o
 leaves have few players (90% at most 13 on that model): padding every leaf to the most would
 cost every leaf what the deepest costs. A :data:`Layout` cuts the numbers of players into
 buckets, each with its own depth (its most players), and each bucket holds those leaves of all
-trees, in chunks of leaves (:func:`bucket_leaves`, ``jaximp._shap.paths.flat_leaves``): a leaf pads only to its
-bucket's depth, whatever the shapes of the other trees. A bucket reads as many slots of its
-leaves as its depth (and all their entries where the rows' bit patterns do not hold the slots).
+trees, in chunks of leaves (:func:`bucket_leaves`, ``jaximp._shap.paths.flat_leaves``): a leaf
+pads only to its bucket's depth, whatever the shapes of the other trees. A bucket reads as many
+slots of its leaves as its depth (and all their entries where the rows' bit patterns do not hold
+the slots).
 
 Shapes: the legend of :mod:`jaximp._models` (T, L, D).
 """
@@ -37,7 +38,6 @@ class Bucket:
 Layout = tuple[Bucket, ...]
 
 
-
 def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: int, *, table_depth: int,
                 table_floats: Callable[[int], int], table_bytes: int,
                 costs: Callable[[int], tuple[float, float]] | None = None, overhead: float = 400.0,
@@ -46,8 +46,8 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
     (each bucket is code of its own: more buckets pad less but compile longer).
 
     Args:
-        players: ``i32[T, L]`` players per path (:func:`path_players`), or None: one bucket of ``depth``
-            holding every leaf.
+        players: ``i32[T, L]`` players per path (``jaximp._shap.paths.path_players``), or None:
+            one bucket of ``depth`` holding every leaf.
         n_trees: T, the model's trees.
         n_leaves: L, the leaves of each tree's table.
         depth: D, the model's depth.
@@ -135,8 +135,8 @@ def _fit_tables(layout: Layout, table_floats: Callable[[int], int], table_bytes:
 def bucket_leaves(players: np.ndarray | None, layout: Layout, n_trees: int, n_leaves: int,
                   sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """Per bucket and its ``size`` in ``sizes``, ``i32[n_chunks, size]`` its leaves, as indices
-    ``tree * L + leaf`` into the model's leaves (:func:`flat_leaves`), in chunks of ``size``; the
-    last chunk ends in copies of ``n_trees * L``, the null leaf. ``n_trees``: the trees of
+    ``tree * L + leaf`` into the model's leaves (``jaximp._shap.paths.flat_leaves``), in chunks
+    of ``size``; the last chunk ends in copies of ``n_trees * L``, the null leaf. ``n_trees``: the trees of
     ``players`` and more, all leaves of the extra trees unused (their index range pads the
     patterns of trees in chunks)."""
     null = n_trees * n_leaves

@@ -48,7 +48,7 @@ from jax import Array
 from jaximp._leaves.oblivious import map_leaves
 from jaximp._leaves.predict import leaf_histogram, training_leaf_weights
 from jaximp._leaves.tables import mean_prediction
-from jaximp._models.ensemble import kept_per_model, squeeze_outputs, to_columns
+from jaximp._models.ensemble import kept_last, squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows
 from jaximp._rows.programs import stored_jit
@@ -104,30 +104,20 @@ _PROGRAMS = {quick: stored_jit(_tables, static_argnames=("kind", "training"), **
              for quick, options in ((False, {}), (True, {"compiler_options": {"xla_backend_optimization_level": 0}}))}
 
 
-@kept_per_model
-def _kept(ens: ObliviousEnsemble) -> dict:
-    """``{(kind, training, JAX's settings): tables}``, the last tables built from the model's own leaf weights:
-    calls that explain rows of the same model again find them built; other tables replace them."""
-    return {}
-
-
 def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = False, x: Any = None) -> ShapTables:
-    """:func:`_tables` of ``ens`` and ``dist``, kept per model when ``dist`` is the model's own
-    leaf weights (:func:`_kept`); ``x``: the rows explained (traced rows: the tables' program
-    is traced into the caller's)."""
+    """:func:`_tables` of ``ens`` and ``dist``, those of the model's own leaf weights kept for its
+    next call (``jaximp._models.ensemble.kept_last``); ``x``: the rows explained (traced rows:
+    the tables' program is traced into the caller's)."""
     traced = is_traced((ens, dist, x))
     own = dist is ens.leaf_weights and not traced
-    kept, how = _kept(ens), (kind, training, jax.config.jax_enable_x64, jax.config.jax_default_device)
-    if own and how in kept:
-        return kept[how]
     cached = bool(jax.config.jax_compilation_cache_dir)  # programs compile once per machine
     quick = not traced and not cached and (own or ens.n_trees * 4 ** ens.depth <= _QUICK_ENTRIES)
-    with gc_paused():  # a first call traces and lowers the tables' program here
-        tables = _PROGRAMS[quick](ens, dist, kind=kind, training=training)
-    if own and not is_traced(tables):  # never a tracer of a caller's trace
-        kept.clear()
-        kept[how] = tables
-    return tables
+
+    def build():
+        with gc_paused():  # a first call traces and lowers the tables' program here
+            return _PROGRAMS[quick](ens, dist, kind=kind, training=training)
+
+    return kept_last(ens, ("tables", kind, training), build, keep=own)
 
 
 def training_distribution(ens: ObliviousEnsemble, x: Any = None, *, fn_name: str,

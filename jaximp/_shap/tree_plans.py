@@ -29,7 +29,7 @@ from jax import Array
 
 from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
-from jaximp._models.ensemble import kept_per_model, namespace, safe_div
+from jaximp._models.ensemble import kept_last, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, resolve_devices, sum_rows
 from jaximp._rows.blocks import row_blocks
@@ -322,28 +322,14 @@ def _on_host(ens: TreeEnsemble, weights: Array, table: str, x: Any = None) -> bo
     return table != "pairs" and small and not is_traced((ens, weights, x))
 
 
-@kept_per_model
-def _last_plan(ens: TreeEnsemble) -> dict:
-    """``{how: arrays}``, the last plan built in NumPy from the model's own leaf weights and how it
-    was built (with JAX's settings that change its arrays): calls that explain rows of the same
-    model again (a plain ``shap_values`` in a loop) find it built; another layout replaces it."""
-    return {}
-
-
 def _host_plan(ens: TreeEnsemble, weights: Array, leaves: tuple[np.ndarray, ...], structure: Structure, *,
                trees: int, layout: Layout, table: str) -> Plan:
-    """:func:`_plan` in NumPy, on the default device; kept per model (:func:`_last_plan`)."""
-    kept = _last_plan(ens)
-    how = (table, layout, trees, tuple(a.shape for a in leaves), jax.config.jax_enable_x64,
-           jax.config.jax_default_device)
-    if weights is ens.leaf_weights and how in kept:
-        return kept[how]
-    arrays = jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, trees=trees, layout=layout,
-                                  table=table))
-    if weights is ens.leaf_weights and not is_traced(arrays):  # never a tracer of a caller's trace
-        kept.clear()
-        kept[how] = arrays
-    return arrays
+    """:func:`_plan` in NumPy, on the default device; the plan of the model's own leaf weights
+    kept for its next call (``jaximp._models.ensemble.kept_last``)."""
+    how = ("plan", table, layout, trees, tuple(a.shape for a in leaves))
+    build = lambda: jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, trees=trees,  # noqa: E731
+                                         layout=layout, table=table))
+    return kept_last(ens, how, build, keep=weights is ens.leaf_weights)
 
 
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
