@@ -167,6 +167,9 @@ def _last_kept(ens: Any) -> dict:
     return {}
 
 
+_KEPT_BYTES = 1 << 27  # the largest value a model keeps (128 MiB)
+
+
 def kept_last(ens: Any, how: Any, build: Callable[[], Any], keep: bool = True) -> Any:
     """``build()``, kept for the model's next call that asks for the same ``how`` (hashable: what
     ``build`` depends on besides the model, and JAX's settings that change its arrays).
@@ -174,14 +177,16 @@ def kept_last(ens: Any, how: Any, build: Callable[[], Any], keep: bool = True) -
     Tables a model's calls build from its own leaf weights (a SHAP plan) do not change between
     calls: a plain ``shap_values`` in a loop finds them built. Each model keeps its last value
     only (another ``how`` replaces it), nothing when not ``keep`` (tables of a background or of
-    weights counted on the explained rows), and never a value holding JAX tracers (built inside
-    a caller's ``jax.jit``)."""
+    weights counted on the explained rows), no value over :data:`_KEPT_BYTES` (interaction tables
+    of deep trees) and never a value holding JAX tracers (built inside a caller's ``jax.jit``)."""
     kept = _last_kept(ens)
     how = (how, jax.config.jax_enable_x64, jax.config.jax_default_device)
     if keep and how in kept:
         return kept[how]
     value = build()
-    if keep and not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(value)):
+    arrays = jax.tree_util.tree_leaves(value)
+    if keep and not any(isinstance(a, jax.core.Tracer) for a in arrays) \
+            and sum(a.nbytes for a in arrays) <= _KEPT_BYTES:
         kept.clear()
         kept[how] = value
     return value

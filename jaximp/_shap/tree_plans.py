@@ -322,16 +322,6 @@ def _on_host(ens: TreeEnsemble, weights: Array, table: str, x: Any = None) -> bo
     return table != "pairs" and small and not is_traced((ens, weights, x))
 
 
-def _host_plan(ens: TreeEnsemble, weights: Array, leaves: tuple[np.ndarray, ...], structure: Structure, *,
-               trees: int, layout: Layout, table: str) -> Plan:
-    """:func:`_plan` in NumPy, on the default device; the plan of the model's own leaf weights
-    kept for its next call (``jaximp._models.ensemble.kept_last``)."""
-    how = ("plan", table, layout, trees, tuple(a.shape for a in leaves))
-    build = lambda: jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, trees=trees,  # noqa: E731
-                                         layout=layout, table=table))
-    return kept_last(ens, how, build, keep=weights is ens.leaf_weights)
-
-
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
                 n_background: int = 0, n_rows: int | None = None) -> ShapPlan:
     """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
@@ -344,11 +334,16 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     table = "" if name == "interventional" else name
-    if _on_host(ens, weights, table, x):
-        arrays = _host_plan(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
-    else:
+    built = dict(trees=step.trees, layout=layout, table=table)
+
+    def build() -> Plan:
+        if _on_host(ens, weights, table, x):  # on the default device, as the program's would be
+            return jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, **built))
         with gc_paused():  # a first call traces and lowers the plan's program here
-            arrays = _PLAN(ens, weights, leaves, structure, trees=step.trees, layout=layout, table=table)
+            return _PLAN(ens, weights, leaves, structure, **built)
+
+    keep = weights is ens.leaf_weights and not is_traced((ens, weights, x))  # kept for the model's next call
+    arrays = kept_last(ens, ("plan", table, layout, step.trees, tuple(a.shape for a in leaves)), build, keep=keep)
     return ShapPlan(kind, arrays, step.rows)
 
 
