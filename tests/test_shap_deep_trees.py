@@ -320,6 +320,29 @@ def test_plans_built_in_numpy_equal_the_plans_jax_builds(table):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("model", ["lightgbm", "catboost"])
+def test_paths_from_the_host_structure_equal_the_paths_jax_traces(model):
+    """The structure computed once on the host (each entry's first entry of the same player by a
+    sort, each slot's cover product one entry at a time) gives the paths that the JAX program,
+    comparing every pair of entries, traces from the model alone."""
+    import jax
+
+    from jaximp._shap.paths import host_structure, tree_paths
+
+    if model == "lightgbm":
+        ens = lightgbm_deep().ens
+    else:
+        ens = catboost_trees("multiclass", "Lossguide", 8, 20, iterations=6, n_features=4).ens
+    weights = np.asarray(ens.leaf_weights)
+    host = tree_paths(ens, weights, host_structure(ens))
+    traced = jax.jit(tree_paths)(ens, ens.leaf_weights)
+    for name in ("nodes", "right", "slot", "player", "feature", "mask"):
+        np.testing.assert_array_equal(getattr(host, name), np.asarray(getattr(traced, name)), err_msg=name)
+    for name in ("z", "ratio"):
+        np.testing.assert_allclose(getattr(host, name), np.asarray(getattr(traced, name)), rtol=1e-6, err_msg=name)
+    assert (host.player.sum(-1) < host.mask.sum(-1)).any()  # some paths read a feature twice
+
+
 def test_a_models_last_plan_is_kept_for_its_next_call():
     """Explaining rows of the same model again reuses the plan built from its own leaf weights
     (the same arrays, the same values); another plan replaces it, and weights counted on the

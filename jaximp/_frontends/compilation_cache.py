@@ -15,6 +15,8 @@ from pathlib import Path
 
 import jax
 
+from jaximp._rows.programs import source_digest
+
 
 def default_cache_dir() -> Path:
     """``$JAXIMP_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaximp/jax`` (``~/.cache/jaximp/jax``)."""
@@ -62,6 +64,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    source_digest()  # read once now, not by the first call that looks a program up
     return directory
 
 

@@ -191,7 +191,7 @@ def program_key(name: str, static: dict, arguments: Any) -> str:
 
 
 @functools.cache
-def _source_digest() -> str:
+def source_digest() -> str:
     """A digest of jaximp's source files: a program kept by another version is never loaded."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
@@ -203,7 +203,7 @@ def _source_digest() -> str:
 def _environment() -> str:
     settings = [f"{name}={getattr(jax.config, name, None)!r}" for name in _SETTINGS]
     devices = [(d.platform, d.device_kind, d.id) for d in jax.devices()]
-    return "|".join([sys.version, jax.__version__, jaxlib.__version__, _source_digest(),
+    return "|".join([sys.version, jax.__version__, jaxlib.__version__, source_digest(),
                      os.environ.get("XLA_FLAGS", ""), repr(devices), jax.default_backend(), *settings])
 
 

@@ -16,6 +16,7 @@ Shapes: the legend of :mod:`jaximp._models` (T, L, D).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -73,7 +74,8 @@ def plan_layout(players: np.ndarray | None, n_trees: int, n_leaves: int, depth: 
     depths, counts = np.unique(players[players > 0], return_counts=True)
     start = np.concatenate([[0], np.cumsum(counts)])
 
-    def bucket(i: int, j: int) -> tuple[float, Bucket]:  # the leaves of depths[i:j]
+    @functools.cache
+    def bucket(i: int, j: int) -> tuple[float, Bucket]:  # the leaves of depths[i:j], for any number of buckets
         d, count = int(depths[j - 1]), int(start[j] - start[i])
         table, quad = (costs or path_costs)(d)
         fits = d <= table_depth and count * table_floats(d) * 4 <= table_bytes

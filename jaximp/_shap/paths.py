@@ -88,9 +88,6 @@ class Structure:
         order: ``i32[T, L, D]`` the entries of ``nodes`` (listed from the leaf up) in root-first
             order (:func:`_root_first`).
         paths: the integer fields of the model's :class:`Paths` (``z`` and ``ratio`` are None).
-        feature: ``i32[T, L, D]`` the player of each root-first entry (-1 past the leaf).
-        lead: ``i32[T, L, slots]`` the root-first entry that first reads each slot's player (0
-            for null slots).
     """
 
     nodes: Array
@@ -102,8 +99,6 @@ class Structure:
     leaf_side: Array
     order: Array
     paths: Paths
-    feature: Array
-    lead: Array
 
 
 def host_structure(ens: TreeEnsemble) -> Structure | None:
@@ -143,28 +138,22 @@ def _structure(ens: TreeEnsemble) -> Structure:
     right = np.stack(right, axis=-1) if depth else np.zeros((t, l, 0), np.int32)
     mask = nodes >= 0
     nodes, right = np.maximum(nodes, 0).astype(np.int32), (right == 1) & mask
-    # tree_paths' integer fields, the same operations in NumPy
-    length = np.sum(mask, axis=-1, keepdims=True)
-    order = np.clip(length - 1 - np.arange(depth), 0, max(depth - 1, 0)).astype(np.int32)
+    # tree_paths' integer fields, in O(T L D) where the JAX program compares every pair of entries
+    length = np.sum(mask, axis=-1, keepdims=True, dtype=np.int32)
+    order = np.maximum(length - 1 - np.arange(depth, dtype=np.int32), 0)  # root first
     real = np.arange(depth) < length
-    feature = np.where(mask, np.asarray(ens.node_players)[np.arange(t)[:, None, None], nodes], -1)
-    path_nodes, path_right, path_mask, feature = (np.take_along_axis(a, order, axis=-1)
-                                                  for a in (nodes, right, mask, feature))
+    path_nodes, path_right, path_mask = (_take_last(a, order) for a in (nodes, right, mask))
     path_right, path_mask = path_right & real, path_mask & real
-    feature = entry = np.where(path_mask, feature, -1)
-    same = (feature[..., :, None] == feature[..., None, :]) & path_mask[..., :, None]
-    first = np.argmax(same, axis=-1).astype(np.int32) if depth else np.zeros((t, l, 0), np.int32)
+    feature = np.where(path_mask, np.asarray(ens.node_players, np.int32)[np.arange(t)[:, None, None], path_nodes], -1)
+    first = np.where(path_mask, _first_same(feature), 0)  # the first entry reading each entry's player
     leads = path_mask & (first == np.arange(depth))
     rank = np.cumsum(leads, axis=-1, dtype=np.int32) - 1
-    slot = np.where(path_mask, np.take_along_axis(rank, first, axis=-1), 0).astype(np.int32)
+    slot = np.where(path_mask, _take_last(rank, first), 0).astype(np.int32)
     player = np.arange(depth) < np.sum(leads, axis=-1, keepdims=True)  # slots 0 to players - 1
-    lead = np.zeros((t, l, depth + 1), np.int32)  # the entries that lead no slot go to the last column
-    entries = np.broadcast_to(np.arange(depth, dtype=np.int32), leads.shape)
-    np.put_along_axis(lead, np.where(leads, rank, depth), entries, axis=-1)
-    lead = np.where(player, lead[..., :depth], 0)
-    feature = np.where(player, np.take_along_axis(entry, lead, axis=-1), 0).astype(np.int32)
-    paths = Paths(path_nodes, path_right, slot, player, feature, None, None, path_mask)
-    return Structure(nodes, right, mask, node_parent, node_side, leaf_parent, leaf_side, order, paths, entry, lead)
+    held = np.zeros((t, l, depth + 1), np.int32)  # each slot's player; entries that lead none: last column
+    np.put_along_axis(held, np.where(leads, rank, depth), feature, axis=-1)
+    paths = Paths(path_nodes, path_right, slot, player, held[..., :depth], None, None, path_mask)
+    return Structure(nodes, right, mask, node_parent, node_side, leaf_parent, leaf_side, order, paths)
 
 
 def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | None = None) -> Paths:
@@ -190,10 +179,7 @@ def tree_paths(ens: TreeEnsemble, leaf_weights: Array, structure: Structure | No
     if structure is not None:  # the integer fields from the host, the same floats as below
         paths = structure.paths
         ratio = xp.where(paths.mask, xp.take_along_axis(ratio, structure.order, axis=-1), 1.0)
-        same = _same(structure.feature, paths.mask) & paths.mask[..., None, :]
-        z = xp.prod(xp.broadcast_to(ratio[..., None, :], same.shape), axis=-1, where=same, initial=1.0)
-        z = xp.where(paths.player, xp.take_along_axis(z, structure.lead, axis=-1), 1.0)  # the sum below
-        return dataclasses.replace(paths, z=z.astype(ratio.dtype), ratio=ratio)
+        return dataclasses.replace(paths, z=_slot_products(ratio, paths), ratio=ratio)
     feature = jnp.where(mask, ens.node_players[rows, nodes], -1)  # players: combination classes
     nodes, right, mask, ratio, feature = _root_first(mask, nodes, right, mask, ratio, feature)
     ratio, feature = jnp.where(mask, ratio, 1.0), jnp.where(mask, feature, -1)
@@ -220,16 +206,50 @@ def _players(feature: Array, mask: Array) -> tuple[Array, Array, Array]:
     ``feature i32[..., entries]`` (root first, ``mask``: real edges): whether two entries read the
     same player, the first entry reading each entry's player, and whether an entry is that first
     one (it leads a slot)."""
-    xp = namespace(feature, mask)
-    same = _same(feature, mask)
-    first = xp.argmax(same, axis=-1).astype(xp.int32)
-    return same, first, mask & (first == xp.arange(feature.shape[-1]))
+    same = (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]
+    first = jnp.argmax(same, axis=-1).astype(jnp.int32)
+    return same, first, mask & (first == jnp.arange(feature.shape[-1]))
 
 
-def _same(feature: Array, mask: Array) -> Array:
-    """``bool[..., entries, entries]`` whether two entries of ``feature`` read the same player
-    (the first one a real edge), as :func:`_players`."""
-    return (feature[..., :, None] == feature[..., None, :]) & mask[..., :, None]
+def _take_last(a: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``np.take_along_axis(a, index, axis=-1)`` for ``index`` of ``a``'s shape, as one flat take."""
+    d = a.shape[-1]
+    base = (np.arange(a.size // d if d else 0, dtype=np.intp) * d).reshape(a.shape[:-1] + (1,))
+    return np.take(a.reshape(-1), index + base) if d else a.copy()
+
+
+def _first_same(feature: np.ndarray) -> np.ndarray:
+    """``i32[..., entries]`` the first entry holding each entry's value of ``feature
+    i32[..., entries]`` (values from -1): the entries sorted by (value, entry), whose runs of
+    equal values start at their first entry (a sort of each leaf's few entries, where comparing
+    every pair is O(entries**2))."""
+    d = feature.shape[-1]
+    bits = max(d - 1, 0).bit_length()
+    ranked = np.sort(((feature.astype(np.int64) + 1) << bits) | np.arange(d), axis=-1).reshape(-1)  # distinct keys
+    entry = ranked & ((1 << bits) - 1)
+    starts = np.ones(ranked.shape, bool)  # a run starts at each leaf's first entry, or a new value
+    starts[1:] = ranked[1:] >> bits != ranked[:-1] >> bits
+    starts[::max(d, 1)] = True
+    run = np.maximum.accumulate(np.where(starts, np.arange(ranked.size), 0))  # where each entry's run starts
+    first = np.empty(ranked.size, np.int32)
+    first[entry + np.repeat(np.arange(0, ranked.size, max(d, 1)), d)] = entry[run]
+    return first.reshape(feature.shape)
+
+
+def _slot_products(ratio: np.ndarray, paths: Paths) -> np.ndarray:
+    """``f[..., slots]`` the product of the root-first entries' ``ratio f[..., entries]`` over
+    the entries of each slot's player (1 for null slots): the ``z`` of :func:`tree_paths`. In
+    NumPy one entry at a time (a loop over the depth, O(T L D)); in JAX over every pair of entry
+    and slot, which XLA fuses and differentiates."""
+    d = ratio.shape[-1]
+    if namespace(ratio, paths.slot) is not np:
+        owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [..., entries, slots]
+        return jnp.prod(jnp.where(owner, ratio[..., :, None], 1.0), axis=-2)
+    z = np.ones(ratio.shape[:-1] + (d + 1,), ratio.dtype).reshape(-1)  # column d: padding's
+    at = np.where(paths.mask, paths.slot, d) + (np.arange(z.size // (d + 1)) * (d + 1)).reshape(ratio.shape[:-1] + (1,))
+    for k in range(d):  # a leaf's entries land on distinct rows of z: no two at once
+        z[at[..., k]] *= ratio[..., k]
+    return z.reshape(ratio.shape[:-1] + (d + 1,))[..., :d]
 
 
 def _root_first(mask: Array, *entries: Array) -> tuple[Array, ...]:
