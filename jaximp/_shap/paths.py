@@ -247,7 +247,7 @@ def _slot_products(ratio: np.ndarray, paths: Paths) -> np.ndarray:
         return jnp.prod(jnp.where(owner, ratio[..., :, None], 1.0), axis=-2)
     z = np.ones(ratio.shape[:-1] + (d + 1,), ratio.dtype).reshape(-1)  # column d: padding's
     at = np.where(paths.mask, paths.slot, d) + (np.arange(z.size // (d + 1)) * (d + 1)).reshape(ratio.shape[:-1] + (1,))
-    for k in range(d):  # a leaf's entries land on distinct rows of z: no two at once
+    for k in range(d):  # the k-th entries of distinct leaves: no position twice in one step
         z[at[..., k]] *= ratio[..., k]
     return z.reshape(ratio.shape[:-1] + (d + 1,))[..., :d]
 

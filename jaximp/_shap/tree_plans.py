@@ -309,16 +309,17 @@ _PLAN = stored_jit(_plan, static_argnames=("trees", "layout", "table"))
 
 # A plan is built once per call. In NumPy it takes a few hundredths of a second, where compiling it
 # as a JAX program took 0.4 s (100 LightGBM trees of 63 leaves, 28 deep; with LLVM's optimizations
-# 0.9 s) for a first call. NumPy materializes what XLA fuses (the paths' [T, L, D, D] entry pairs),
-# so models of more entry pairs than this, the interaction tables' products (table "pairs") and a
-# plan traced inside another program (under jax.jit or jax.grad) take the JAX program.
-_HOST_PLAN_PAIRS = 1 << 24
+# 0.9 s) for a first call; both hold O(T L D) entries (400 LightGBM trees of 127 leaves, 35 deep:
+# 0.26 s in NumPy, 1.5 s for the program's first call and 0.24 s for its next). Models of more path
+# entries than this, the interaction tables' products (table "pairs") and a plan traced inside
+# another program (under jax.jit or jax.grad) take the JAX program.
+_HOST_PLAN_ENTRIES = 1 << 23
 
 
 def _on_host(ens: TreeEnsemble, weights: Array, table: str, x: Any = None) -> bool:
     """Whether the plan of ``ens`` and ``weights`` for the rows ``x`` is built in NumPy (see
-    :data:`_HOST_PLAN_PAIRS`): not when any of them is traced."""
-    small = ens.n_trees * ens.n_leaves * ens.depth ** 2 <= _HOST_PLAN_PAIRS
+    :data:`_HOST_PLAN_ENTRIES`): not when any of them is traced."""
+    small = ens.n_trees * ens.n_leaves * ens.depth <= _HOST_PLAN_ENTRIES
     return table != "pairs" and small and not is_traced((ens, weights, x))
 
 
