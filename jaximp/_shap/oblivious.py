@@ -143,7 +143,8 @@ def _distribution(ens: ObliviousEnsemble, method: str, background: Any, x: Any, 
 
 
 def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any = None,
-         batch_size: int | None = None, devices: Any = None, fn_name: str = "shap_values") -> ShapTables:
+         batch_size: int | None = None, devices: Any = None, fn_name: str = "shap_values",
+         n_rows: int | None = None) -> ShapTables:
     """Per-tree SHAP tables of ``ens`` for ``method`` (see the module docstring), computed once.
 
     Args:
@@ -152,6 +153,8 @@ def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any 
         background: checked rows ``f32[B, E]`` for ``method="interventional"``, else None.
         x: the checked rows to be explained, which give the leaf weights of a model that carries
             none (see :func:`training_distribution`).
+        n_rows: the rows a plan of general trees is laid out for; symmetric trees' tables are the
+            same for any number.
     """
     dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                          effective=False)  # training weights made uniform inside the tables' program
