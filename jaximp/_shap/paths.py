@@ -23,6 +23,7 @@ chunks of ``leaves`` each, one chunk in a row kernel) and ``n`` (the rows of a s
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -211,11 +212,14 @@ def _players(feature: Array, mask: Array) -> tuple[Array, Array, Array]:
     return same, first, mask & (first == jnp.arange(feature.shape[-1]))
 
 
+def _row_starts(shape: tuple[int, ...], width: int) -> np.ndarray:
+    """``intp[*shape, 1]`` where each row of ``width`` elements starts in a flat array of rows ``shape``."""
+    return (np.arange(math.prod(shape), dtype=np.intp) * width).reshape(shape + (1,))
+
+
 def _take_last(a: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``np.take_along_axis(a, index, axis=-1)`` for ``index`` of ``a``'s shape, as one flat take."""
-    d = a.shape[-1]
-    base = (np.arange(a.size // d if d else 0, dtype=np.intp) * d).reshape(a.shape[:-1] + (1,))
-    return np.take(a.reshape(-1), index + base) if d else a.copy()
+    return np.take(a.reshape(-1), index + _row_starts(a.shape[:-1], a.shape[-1]))
 
 
 def _first_same(feature: np.ndarray) -> np.ndarray:
@@ -225,14 +229,13 @@ def _first_same(feature: np.ndarray) -> np.ndarray:
     every pair is O(entries**2))."""
     d = feature.shape[-1]
     bits = max(d - 1, 0).bit_length()
-    ranked = np.sort(((feature.astype(np.int64) + 1) << bits) | np.arange(d), axis=-1).reshape(-1)  # distinct keys
-    entry = ranked & ((1 << bits) - 1)
+    ranked = np.sort(((feature.astype(np.int64) + 1) << bits) | np.arange(d), axis=-1)  # distinct keys
+    entry = (ranked & ((1 << bits) - 1)).reshape(-1)
     starts = np.ones(ranked.shape, bool)  # a run starts at each leaf's first entry, or a new value
-    starts[1:] = ranked[1:] >> bits != ranked[:-1] >> bits
-    starts[::max(d, 1)] = True
-    run = np.maximum.accumulate(np.where(starts, np.arange(ranked.size), 0))  # where each entry's run starts
-    first = np.empty(ranked.size, np.int32)
-    first[entry + np.repeat(np.arange(0, ranked.size, max(d, 1)), d)] = entry[run]
+    starts[..., 1:] = ranked[..., 1:] >> bits != ranked[..., :-1] >> bits
+    run = np.maximum.accumulate(np.where(starts.reshape(-1), np.arange(entry.size), 0))  # each entry's run's start
+    first = np.empty(entry.size, np.int32)
+    first[(entry.reshape(feature.shape) + _row_starts(feature.shape[:-1], d)).reshape(-1)] = entry[run]
     return first.reshape(feature.shape)
 
 
@@ -246,7 +249,7 @@ def _slot_products(ratio: np.ndarray, paths: Paths) -> np.ndarray:
         owner = (paths.slot[..., :, None] == jnp.arange(d)) & paths.mask[..., :, None]  # [..., entries, slots]
         return jnp.prod(jnp.where(owner, ratio[..., :, None], 1.0), axis=-2)
     z = np.ones(ratio.shape[:-1] + (d + 1,), ratio.dtype).reshape(-1)  # column d: padding's
-    at = np.where(paths.mask, paths.slot, d) + (np.arange(z.size // (d + 1)) * (d + 1)).reshape(ratio.shape[:-1] + (1,))
+    at = np.where(paths.mask, paths.slot, d) + _row_starts(ratio.shape[:-1], d + 1)
     for k in range(d):  # the k-th entries of distinct leaves: no position twice in one step
         z[at[..., k]] *= ratio[..., k]
     return z.reshape(ratio.shape[:-1] + (d + 1,))[..., :d]
