@@ -404,15 +404,15 @@ def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout:
 
 
 def interventional_plan(ens: TreeEnsemble, background: Any, *, x: Any, batch_size: int | None, devices: Any,
-                        fn_name: str, n_rows: int | None = None) -> ShapPlan:
+                        fn_name: str, n_rows: int | None) -> ShapPlan:
     """The interventional plan of ``ens`` over checked background rows ``f32[B, E]``, for the
-    rows ``x`` (:func:`kernel_plan`; ``n_rows``: their number, else :func:`rows_hint`): per-leaf
+    rows ``x`` (:func:`kernel_plan`; ``n_rows``: their number, :func:`rows_hint`): per-leaf
     tables of the background's pattern distribution in the table buckets, the background rows in
     blocks for the others."""
     if not isinstance(background, jax.Array):  # rows traced under jax.jit stay in JAX
         background = np.asarray(background, np.float32)
     shap_plan = kernel_plan(ens, "interventional", ens.leaf_weights, x=x, devices=devices, fn_name=fn_name,
-                            n_background=len(background), n_rows=rows_hint(x) if n_rows is None else n_rows)
+                            n_background=len(background), n_rows=n_rows)
     arrays, kind = shap_plan.arrays, shap_plan.kind
     if any(not b.tables for b in kind.layout):
         arrays = dataclasses.replace(arrays, background=_background_blocks(background, ens.n_trees * ens.n_leaves))

@@ -181,10 +181,10 @@ def plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = No
     if method == "approximate":  # the plan is the leaf weights of the Saabas means
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
         return ShapPlan(Kind("saabas", ()), weights, 0)
+    n_rows = rows_hint(x) if n_rows is None else n_rows
     if method == "path_dependent":
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-        return kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name,
-                           n_rows=rows_hint(x) if n_rows is None else n_rows)
+        return kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name, n_rows=n_rows)
     return interventional_plan(ens, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                                n_rows=n_rows)
 
