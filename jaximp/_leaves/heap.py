@@ -151,8 +151,10 @@ def quantize(heap: Heap, x: Array, *, fused: bool = False, features_first: bool 
 def leaves(heap: Heap, bins: Array) -> Array:
     """``i32[T, n]`` the leaf (depth-first number) each row of ``bins [E, n]`` reaches in each tree.
 
-    The D levels run in a loop, which XLA keeps as one fused gather-and-compare per level:
-    unrolled, it fuses each level's position into the next and recomputes all earlier levels.
+    The levels below the root run in a loop, which XLA keeps as one fused gather-and-compare
+    per level: unrolled, it fuses each level's position into the next and recomputes all
+    earlier levels. The root's word is the tree's first (no gather: 10-15% of the descent of
+    depth 8).
     """
     n = bins.shape[1]
     flat = bins.reshape(-1)  # bin of row i, feature f at f * n + i
@@ -162,12 +164,12 @@ def leaves(heap: Heap, bins: Array) -> Array:
     columns = jnp.arange(n, dtype=jnp.int32)[None, :]
     ones = (1 << heap.bits) - 1  # a word's rank bits, and the bin of NaN
 
-    def level(_, position):
-        word = take(words, position + offsets)
+    def level(word, position):
         value = take(flat, (word >> (heap.bits + 1)) * n + columns).astype(jnp.int32)
         right = (value > (word & ones)) & ((value != ones) | ((word >> heap.bits) & 1 == 1))
         return 2 * position + 1 + right.astype(jnp.int32)
 
-    position = jax.lax.fori_loop(0, heap.depth, level, jnp.zeros((n_trees, n), jnp.int32))
+    position = level(heap.words[:, :1], jnp.zeros((n_trees, n), jnp.int32))
+    position = jax.lax.fori_loop(1, heap.depth, lambda _, p: level(take(words, p + offsets), p), position)
     last = (jnp.arange(n_trees, dtype=jnp.int32) << heap.depth)[:, None] - positions
     return take(heap.leaf_of.reshape(-1), position + last)
