@@ -32,8 +32,9 @@ import xgboost as xgb
 from oracles import LIGHTGBM_ZERO, assert_close, lightgbm_mean_scale, raw_output
 
 import jaximp
-from jaximp._leaves import heap, trees
+from jaximp._leaves import heap, masks, trees
 from jaximp._leaves.heap import heap_of
+from jaximp._leaves.masks import masks_of
 from jaximp._leaves.oblivious import quantize, raw_prediction
 from jaximp._rows.inputs import as_features
 
@@ -354,18 +355,41 @@ HEAP = [case for case in GENERAL if case.id.split("-")[0] in ("catboost", "xgboo
 
 @pytest.mark.parametrize("build, arg", HEAP + [_case(_catboost_categorical_trees, name, f"catboost-trees-{name}")
                                                for name in models.CATEGORICAL_TREES])
-def test_heap_descent_equals_the_pointer_descent_at_every_border(build, arg):
-    """Every model of bounded depth descends as a heap over bins: it reaches the leaves the
-    pointer descent (checked against each library above) reaches, on rows at, just below and just
-    above each border, and at NaN, infinities and signed zeros (a featurized model: its rows)."""
+def test_heap_and_mask_descents_equal_the_pointer_descent_at_every_border(build, arg):
+    """Every model of bounded depth descends as a heap over bins, and every model of at most 32
+    leaves can read them as leaf masks (deeper ones do): both reach the leaves the pointer descent (checked against
+    each library above) reaches, on rows at, just below and just above each border, and at NaN,
+    infinities and signed zeros (a featurized model: its rows)."""
     case = build(arg)
     ens = case.ens
-    layout = heap_of(ens)
-    if ens.depth > heap.MAX_DEPTH:  # LightGBM's multiclass trees: 11 deep
-        assert layout is None
-        return
-    assert layout is not None and layout.depth == ens.depth
     x = border_rows(ens) if ens.featurizer is None else np.asarray(as_features(case.rows, ens, "test")).T
+    expected = descent_leaves((ens, None), x)
+    by_heap, by_masks = heap_of(ens), masks_of(ens)
+    assert (by_heap is None) == (ens.depth > heap.MAX_DEPTH)  # LightGBM's multiclass trees: 11 deep
+    assert (by_masks is None) == (ens.n_leaves > masks.MAX_LEAVES)
+    assert by_heap is None or by_heap.depth == ens.depth
+    for layout in (by_heap, by_masks):
+        if layout is not None:
+            np.testing.assert_array_equal(descent_leaves((ens, layout), x), expected)
+    assert trees.prepare(ens)[1] is (by_masks if by_heap is None else by_heap)
+
+
+def test_deep_trees_of_few_leaves_read_as_masks_against_lightgbm():
+    """LightGBM's leaf-wise trees of 31 leaves grow deeper than a heap holds, and read their leaves
+    as masks at any depth: LightGBM's leaves and raw scores, NaN and thresholds included."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2000, 10)).astype(np.float32)
+    y = np.exp(2 * X[:, 0]) + np.sin(4 * X[:, 1]) + X[:, 2] * X[:, 3] + np.sum(np.sin(3 * X[:, 4:]), axis=1)
+    X[rng.random(X.shape) < 0.03] = np.nan
+    booster = lgb.train(models.lightgbm_params("regression", num_leaves=31, max_depth=-1, min_data_in_leaf=1,
+                                               min_sum_hessian_in_leaf=0.0), lgb.Dataset(X, y), num_boost_round=30)
+    ens = jaximp.from_lightgbm(booster)
+    assert ens.depth > heap.MAX_DEPTH and ens.n_leaves <= masks.MAX_LEAVES
+    assert heap_of(ens) is None and isinstance(trees.prepare(ens)[1], masks.Masks)
+    rows = models.lightgbm_rows(booster, X)
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, rows), booster.predict(rows, pred_leaf=True))
+    assert_close(jaximp.predict(ens, rows), booster.predict(rows, raw_score=True))
+    x = border_rows(ens)
     np.testing.assert_array_equal(descent_leaves(trees.prepare(ens), x), descent_leaves((ens, None), x))
 
 

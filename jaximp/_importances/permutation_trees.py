@@ -5,10 +5,11 @@ a group of columns taken from other rows. Here the rows stay on the device as on
 receives, per row, its own index and the indices of the rows its group values come from in
 each repeat, gathers both, mixes them per group (a ``where`` over the group's columns) and
 predicts the mixed rows with the trees' descent (``jaximp._leaves.trees``): ``G R`` predictions
-per row, ``O(G R T D)``. Trees with a heap layout (``jaximp._leaves.heap``) mix the rows' bins,
-each row quantized once: a bin is a function of its own column's value, so mixing bins is
-quantizing mixed rows. The baseline is predicted by the same program (an all-False group), so
-a group that no tree reads changes no bit of the prediction and scores exactly 0.
+per row, ``O(G R T D)``. Trees read from quantized rows (leaf masks or heaps, see
+``jaximp._leaves.trees.prepare``) mix the rows' bins, each row quantized once: a bin is a
+function of its own column's value, so mixing bins is quantizing mixed rows. The baseline is
+predicted by the same program (an all-False group), so a group that no tree reads changes no
+bit of the prediction and scores exactly 0.
 
 The kernel's arguments and results are those of every permuted-prediction kernel
 (``jaximp._importances.permutation_kernel``).
@@ -25,10 +26,8 @@ from jax import Array
 
 from jaximp._importances.permutation_kernel import KernelSetup
 from jaximp._importances.scoring import RowScore, block_sums
-from jaximp._leaves import heap
-from jaximp._leaves.heap import Heap, heap_of
+from jaximp._leaves import trees
 from jaximp._leaves.tables import leaf_prediction
-from jaximp._leaves.trees import leaves_of
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.blocks import map_blocks, power_of_two_rows, row_blocks
 
@@ -42,13 +41,13 @@ def _inner_block(block: int, repeats: int) -> int:
     return rows
 
 
-def _permuted_kernel(params: tuple[TreeEnsemble, Heap | None, Array, Array], rows: tuple[Array, ...], *,
+def _permuted_kernel(params: tuple[TreeEnsemble, trees.Layout, Array, Array], rows: tuple[Array, ...], *,
                      block: int, score: RowScore | None = None) -> Any:
     """Raw and permuted predictions of a step of rows (arguments and results as every
     permuted-prediction kernel's: ``jaximp._importances.permutation_kernel``).
 
     Args:
-        params: ``(ens, its heap layout or None, x f32[n_all, E] every row (padded), masks
+        params: ``(ens, its layout (``jaximp._leaves.trees.prepare``), x f32[n_all, E] every row (padded), masks
             bool[G + 1, E])``; ``masks[0]`` is all False (the baseline), ``masks[1 + g]`` marks
             group ``g``'s columns.
         rows: ``(own, source)`` (and ``(y, weight)`` with ``score``), indices into ``x``.
@@ -57,10 +56,8 @@ def _permuted_kernel(params: tuple[TreeEnsemble, Heap | None, Array, Array], row
     """
     ens, layout, x, masks = params
     repeats = rows[1].shape[1]
-    if layout is None:
-        encode, descend = (lambda rows: rows), (lambda rows: leaves_of(ens, rows.T))
-    else:
-        encode, descend = (lambda rows: heap.quantize(layout, rows).T), (lambda bins: heap.leaves(layout, bins.T))
+    quantize, leaves = trees.descent((ens, layout))
+    encode, descend = (lambda rows: quantize(rows).T), (lambda bins: leaves(bins.T))  # [n, E] both
 
     def block_fn(args):
         o, s = args[:2]
@@ -104,5 +101,5 @@ def kernel_setup(ens: TreeEnsemble, x: Any, groups: list[np.ndarray], repeats: i
     for g, columns in enumerate(groups):
         masks[g + 1, np.asarray(columns, np.int64)] = True
     rows = np.asarray(x, np.float32) if isinstance(x, np.ndarray) else jnp.asarray(x, jnp.float32)
-    params = (ens, heap_of(ens), power_of_two_rows(rows), jax.device_put(masks))
+    params = (*trees.prepare(ens), power_of_two_rows(rows), jax.device_put(masks))
     return KernelSetup(_permuted_kernel, params, batch_size)

@@ -2,6 +2,7 @@
 
 One kernel per layout behind one dispatch (``predict.KERNELS``): oblivious trees read a leaf's
 bits (``oblivious``); general trees descend level by level, as heaps (``heap``) where they fit,
-else by child pointers (``trees``). Both quantize each feature once and loop over blocks of rows
+deeper trees of at most 32 leaves read theirs as leaf masks (``masks``), and the others descend
+by child pointers (``trees``). Both quantize each feature once and loop over blocks of rows
 the same way (``bins``); what the leaves give is read the same for both (``tables``).
 """

@@ -21,6 +21,9 @@ from jax import Array
 
 from jaximp._rows.blocks import fill_blocks, row_blocks, whole_blocks
 
+_SKEW = 64  # rows quantized past the last block: with steps of a power of two of rows, the bins of
+# consecutive features would start 4 KiB apart or a multiple of it, on the same sets of the CPU's
+# cache, which leaf masks reading every node's feature at once thrash (twice as slow)
 _FENCES = 31  # borders every value is compared with at once before the binary search
 
 
@@ -58,10 +61,13 @@ def step_bins(quantize: Callable, x: Array, block: int, features_first: bool = F
     """``[E, n_blocks * block]`` the bins of rows ``x f32[n, E]`` (``[E, n]`` with
     ``features_first``) zero-padded to whole blocks, quantized in one pass for a loop over blocks
     to read; ``quantize(x, *, fused, features_first)`` is the layout's."""
-    x = whole_blocks(x, block, axis=1 if features_first else 0)
+    axis = 1 if features_first else 0
+    x = whole_blocks(x, block, axis=axis)
     # One block: no loop separates quantizing from its consumers, and XLA would fuse the
     # fence search into every gather of its result; a search loop is never fused.
-    n_blocks = x.shape[1 if features_first else 0] // block
+    n_blocks = x.shape[axis] // block
+    if n_blocks > 1:  # rows past the last block (unread) skew each feature's bins off a power of two
+        x = jnp.pad(x, [(0, _SKEW if a == axis else 0) for a in range(2)])
     return quantize(x, fused=n_blocks == 1, features_first=features_first)
 
 

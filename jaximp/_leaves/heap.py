@@ -71,13 +71,18 @@ class Heap:
 def heap_of(ens: TreeEnsemble) -> Heap | None:
     """The :class:`Heap` layout of ``ens``, kept while the model lives; None when it does not fit
     (see the module docstring): the model then descends by pointers."""
-    arrays = (ens.roots, ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_children)
-    if (ens.node_categorical is not None or not 0 < ens.depth <= MAX_DEPTH or ens.n_trees << ens.depth > _MAX_POSITIONS
-            or not all(concrete(a) for a in arrays) or ens.node_features.ndim != 2):
-        return None
-    if ens.featurizer is not None and np.dtype(ens.featurizer.bin_dtype) != np.uint8:
+    if not readable_from_bins(ens) or not 0 < ens.depth <= MAX_DEPTH or ens.n_trees << ens.depth > _MAX_POSITIONS:
         return None
     return _heap(ens)
+
+
+def readable_from_bins(ens: TreeEnsemble) -> bool:
+    """Whether the nodes of ``ens`` can be words read from quantized rows (:func:`node_words`): no
+    set-membership splits, nodes concrete (not traced: a layout is built on the host), and a
+    featurized model's bins in ``u8``."""
+    arrays = (ens.roots, ens.node_features, ens.node_borders, ens.node_nan_right, ens.node_children)
+    return (ens.node_categorical is None and all(concrete(a) for a in arrays) and ens.node_features.ndim == 2
+            and (ens.featurizer is None or np.dtype(ens.featurizer.bin_dtype) == np.uint8))
 
 
 @kept_per_model
@@ -99,25 +104,43 @@ def _heap(ens: TreeEnsemble) -> Heap | None:
     node = np.concatenate(levels, axis=1) if levels else np.zeros((n_trees, 0), np.int64)
     inner = node >= 0
     node = np.maximum(node, 0)
-    feature = np.where(inner, features[trees, node], 0)
-    border = borders[trees, node] + np.float32(0.0)  # -0.0 and 0.0 are one border
+    quantized = node_words(ens, inner, np.where(inner, features[trees, node], 0), borders[trees, node],
+                           np.where(inner, nan_right[trees, node], False))
+    if quantized is None:
+        return None
+    words, table, bits = quantized
+    # device_put: a conversion by jnp.asarray outside a trace compiles a program per shape
+    return Heap(words=jax.device_put(words), leaf_of=jax.device_put((~pointer).astype(np.int32)),
+                borders=jax.device_put(table), depth=depth, bits=bits)
+
+
+def node_words(ens: TreeEnsemble, used: np.ndarray, feature: np.ndarray, border: np.ndarray,
+               nan_right: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``(words i32[...], borders f32[E, n_borders], bits)``: nodes as words read from quantized
+    rows (see :class:`Heap`), or None when the bins would not fit (see the module docstring).
+
+    Args:
+        ens: the model (its featurized rows hold bins already).
+        used: ``bool[...]`` the nodes that split; the others send every row left (a pass-through
+            word: feature 0, no bin but NaN's above its rank, NaN left).
+        feature, border, nan_right: each node's split.
+    """
+    border = border.astype(np.float32) + np.float32(0.0)  # -0.0 and 0.0 are one border
     if ens.featurizer is None:
-        table, rank = _ranks(feature[inner], border[inner], ens.n_evaluated)
+        table, rank = _ranks(feature[used], border[used], ens.n_evaluated)
     else:  # the rows hold each feature's bin: a border is its rank already
-        table, rank = np.zeros((0, 1), np.float32), border[inner].astype(np.int64)
-        if rank.size and (rank.min() < 0 or not np.array_equal(rank, border[inner])):
+        table, rank = np.zeros((0, 1), np.float32), border[used].astype(np.int64)
+        if rank.size and (rank.min() < 0 or not np.array_equal(rank, border[used])):
             return None
     top = int(rank.max(initial=0))  # bins reach table.shape[1]; pass-through j and NaN sit above
     bits = next((b for b in _BIN_BITS if table.shape[1] < (1 << b) - 1 and top < (1 << b) - 2), None)
     if bits is None or ens.n_evaluated >= 1 << (30 - bits):
         return None
     j = np.full(feature.shape, (1 << bits) - 2, np.int64)  # pass-through: no bin but NaN exceeds it
-    j[inner] = rank
-    nan = np.where(inner, nan_right[trees, node], False)
-    words = (feature.astype(np.int64) << (bits + 1)) | (nan.astype(np.int64) << bits) | j
-    # device_put: a conversion by jnp.asarray outside a trace compiles a program per shape
-    return Heap(words=jax.device_put(words.astype(np.int32)), leaf_of=jax.device_put((~pointer).astype(np.int32)),
-                borders=jax.device_put(table), depth=depth, bits=bits)
+    j[used] = rank
+    nan = np.where(used, nan_right, False)
+    words = (np.where(used, feature, 0).astype(np.int64) << (bits + 1)) | (nan.astype(np.int64) << bits) | j
+    return words.astype(np.int32), table, bits
 
 
 def _ranks(feature: np.ndarray, border: np.ndarray, n_features: int) -> tuple[np.ndarray, np.ndarray]:
@@ -138,9 +161,11 @@ def _ranks(feature: np.ndarray, border: np.ndarray, n_features: int) -> tuple[np
     return table, rank
 
 
-def quantize(heap: Heap, x: Array, *, fused: bool = False, features_first: bool = False) -> Array:
+def quantize(heap: Any, x: Array, *, fused: bool = False, features_first: bool = False) -> Array:
     """``[E, n]`` the bin of each value of rows ``x f32[n, E]`` (``[E, n]`` with
-    ``features_first``): ``#{borders < x}``, NaN the bin of all ones (``u8`` or ``u16``)."""
+    ``features_first``): ``#{borders < x}``, NaN the bin of all ones (``u8`` or ``u16``).
+    ``heap``: a :class:`Heap`, or any layout with its ``borders``, ``bits`` and ``bin_dtype``
+    (``jaximp._leaves.masks.Masks``)."""
     xt = x if features_first else x.T
     if heap.borders.shape[0] == 0:  # a featurized model's rows: bins already
         return xt.astype(heap.bin_dtype)

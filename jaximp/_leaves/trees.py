@@ -2,7 +2,9 @@
 
 All trees descend in lockstep, one level per step, for a block of ``n`` rows laid out
 feature-major (``[E, n]``). Trees of bounded depth descend as heaps over quantized rows
-(``jaximp._leaves.heap``: two gathers a level); the others by pointers (:func:`leaves_of`): D
+(``jaximp._leaves.heap``: two gathers a level); deeper trees of at most 32 leaves read their
+leaves as masks, every node at once, over quantized rows (``jaximp._leaves.masks``); the others
+by pointers (:func:`leaves_of`): D
 steps of gathers (node feature, border, NaN direction, child; a category bitset word at
 set-membership splits) over ``[T, n]`` pointers, a pointer staying put once it names a leaf,
 every node deciding by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``. What the
@@ -19,8 +21,9 @@ import jax.numpy as jnp
 from jax import Array
 
 from jaximp._leaves import bins as binned
-from jaximp._leaves import heap
+from jaximp._leaves import heap, masks
 from jaximp._leaves.heap import Heap, heap_of
+from jaximp._leaves.masks import Masks, masks_of
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums, take
 from jaximp._models.trees import TreeEnsemble, goes_right
 
@@ -73,22 +76,34 @@ def leaves_of(ens: TreeEnsemble, xt: Array) -> Array:
     return ~pointer
 
 
-def prepare(ens: TreeEnsemble) -> tuple[TreeEnsemble, Heap | None]:
-    """The parameters of this module's kernels: the model, and its heap layout
-    (``jaximp._leaves.heap``; None where it does not fit: the rows then descend by pointers)."""
-    return ens, heap_of(ens)
+Layout = Masks | Heap | None
 
 
-def _descent(params: tuple[TreeEnsemble, Heap | None]) -> tuple[Callable, Callable]:
+def prepare(ens: TreeEnsemble) -> tuple[TreeEnsemble, Layout]:
+    """The parameters of this module's kernels: the model, and the layout its rows descend by,
+    built on the host once per model: a heap (``jaximp._leaves.heap``) for trees of bounded
+    depth, else leaf masks (``jaximp._leaves.masks``) for trees of at most 32 leaves, else None:
+    the rows descend by pointers. (Where both fit, the heap reads its D levels faster than masks
+    read every node: 200 CatBoost Lossguide trees of 31 leaves and depth 8, 0.28 s against 0.35 s
+    for 100,000 rows; LightGBM's trees of 31 leaves and depth 23 read as masks in 0.34 s where
+    pointers take 1.8 s.)"""
+    layout = heap_of(ens)
+    return ens, masks_of(ens) if layout is None else layout
+
+
+def descent(params: tuple[TreeEnsemble, Layout]) -> tuple[Callable, Callable]:
     """``(quantize, leaves)`` of the rows' descent (see ``jaximp._leaves.bins.map_binned``): bins
-    read by the heap, or values (the rows feature-major) read by :func:`leaves_of`."""
+    read by leaf masks or the heap, or values (the rows feature-major) read by :func:`leaves_of`."""
     ens, layout = params
+    if isinstance(layout, Masks):
+        return functools.partial(heap.quantize, layout), functools.partial(masks.leaves, layout)
     if layout is not None:
         return functools.partial(heap.quantize, layout), functools.partial(heap.leaves, layout)
-    return (lambda x, *, fused, features_first: x if features_first else x.T), functools.partial(leaves_of, ens)
+    return (lambda x, *, fused=False, features_first=False: x if features_first else x.T), \
+        functools.partial(leaves_of, ens)
 
 
-def leaf_kernel(params: tuple[TreeEnsemble, Heap | None], x: Array, *, block: int,
+def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int,
                 features_first: bool = False) -> Array:
     """``i32[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``)
     reaches in each tree, tree-major (see ``map_rows(rows_last=True)``), numbered as its library
@@ -100,24 +115,24 @@ def leaf_kernel(params: tuple[TreeEnsemble, Heap | None], x: Array, *, block: in
             return leaves
         return jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)  # the library's own numbers
 
-    return binned.fill_binned(numbered, *_descent(params), x, block, features_first)
+    return binned.fill_binned(numbered, *descent(params), x, block, features_first)
 
 
-def predict_kernel(params: tuple[TreeEnsemble, Heap | None], x: Array, *, block: int,
+def predict_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int,
                    features_first: bool = False) -> Array:
     """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``);
     ``params`` from :func:`prepare`."""
     ens = params[0]
-    return binned.map_binned(lambda leaves: leaf_prediction(ens, leaves), *_descent(params), x, block,
+    return binned.map_binned(lambda leaves: leaf_prediction(ens, leaves), *descent(params), x, block,
                              features_first=features_first)
 
 
-def histogram_kernel(params: tuple[TreeEnsemble, Heap | None], rows: tuple[Array, Array], *,
+def histogram_kernel(params: tuple[TreeEnsemble, Layout], rows: tuple[Array, Array], *,
                      block: int) -> Array:
     """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf;
     ``params`` from :func:`prepare`."""
     ens = params[0]
     x, weight = rows
     one_block = lambda leaves, wb: leaf_weight_sums(leaves, wb, ens.n_leaves)  # noqa: E731
-    out = binned.map_binned(one_block, *_descent(params), x, block, weight, reduce=True)
+    out = binned.map_binned(one_block, *descent(params), x, block, weight, reduce=True)
     return out.reshape(ens.n_trees, ens.n_leaves)
