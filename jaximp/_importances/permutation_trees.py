@@ -47,9 +47,9 @@ def _permuted_kernel(params: tuple[TreeEnsemble, trees.Layout, Array, Array], ro
     permuted-prediction kernel's: ``jaximp._importances.permutation_kernel``).
 
     Args:
-        params: ``(ens, its layout (``jaximp._leaves.trees.prepare``), x f32[n_all, E] every row (padded), masks
-            bool[G + 1, E])``; ``masks[0]`` is all False (the baseline), ``masks[1 + g]`` marks
-            group ``g``'s columns.
+        params: ``(ens, layout, x f32[n_all, E], masks bool[G + 1, E])``: the model and its
+            layout (``jaximp._leaves.trees.prepare``), every row (padded), and the groups:
+            ``masks[0]`` is all False (the baseline), ``masks[1 + g]`` marks group ``g``'s columns.
         rows: ``(own, source)`` (and ``(y, weight)`` with ``score``), indices into ``x``.
         block: rows per fused block.
         score: None, or a score that is a sum over rows, computed block by block.

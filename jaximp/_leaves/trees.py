@@ -4,11 +4,11 @@ All trees descend in lockstep, one level per step, for a block of ``n`` rows lai
 feature-major (``[E, n]``). Trees of bounded depth descend as heaps over quantized rows
 (``jaximp._leaves.heap``: two gathers a level); deeper trees of at most 32 leaves read their
 leaves as masks, every node at once, over quantized rows (``jaximp._leaves.masks``); the others
-by pointers (:func:`leaves_of`): D
-steps of gathers (node feature, border, NaN direction, child; a category bitset word at
-set-membership splits) over ``[T, n]`` pointers, a pointer staying put once it names a leaf,
-every node deciding by ``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``. What the
-leaves give is read as for oblivious trees (``jaximp._leaves.tables``).
+descend by pointers (:func:`leaves_of`): D steps of gathers (node feature, border, NaN
+direction, child; a category bitset word at set-membership splits) over ``[T, n]`` pointers, a
+pointer staying put once it names a leaf, every node deciding by
+``jaximp._models.trees.goes_right``. Cost per row: ``O(T D)``. What the leaves give is read as
+for oblivious trees (``jaximp._leaves.tables``).
 """
 
 from __future__ import annotations
