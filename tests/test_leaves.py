@@ -357,9 +357,9 @@ HEAP = [case for case in GENERAL if case.id.split("-")[0] in ("catboost", "xgboo
                                                for name in models.CATEGORICAL_TREES])
 def test_heap_and_mask_descents_equal_the_pointer_descent_at_every_border(build, arg):
     """Every model of bounded depth descends as a heap over bins, and every model of at most 32
-    leaves can read them as leaf masks (deeper ones do): both reach the leaves the pointer descent (checked against
-    each library above) reaches, on rows at, just below and just above each border, and at NaN,
-    infinities and signed zeros (a featurized model: its rows)."""
+    leaves can read them as leaf masks (deeper ones do): both reach the leaves the pointer descent
+    (checked against each library above) reaches, on rows at, just below and just above each
+    border, and at NaN, infinities and signed zeros (a featurized model: its rows)."""
     case = build(arg)
     ens = case.ens
     x = border_rows(ens) if ens.featurizer is None else np.asarray(as_features(case.rows, ens, "test")).T

@@ -158,22 +158,23 @@ def test_few_rows_loop_more_than_ten_nodes_only_over_few_leaves():
     assert all(b.count <= players.size // 50 for b in layout if b.looped and b.depth > 20)
 
 
-
 def test_an_explainer_lays_its_plan_out_for_many_rows():
     """An Explainer's plan serves call after call: its layout is the one for many rows (less
     padding, more code), where one shap_values call on the same few rows compiles fewer buckets;
     both give LightGBM's values."""
     import jaximp._shap.tree_plans as tree_shap
+    from jaximp._shap.explainer import MANY_ROWS
 
     fitted = lightgbm_deep()
     ens, x = fitted.ens, lightgbm_rows(fitted.model, fitted.X, 64)
     explainer = jaximp.Explainer(ens)
-    many = tree_shap._layout(ens, "path", n_rows=1 << 16)[0]
+    many = tree_shap._layout(ens, "path", n_rows=MANY_ROWS)[0]
     assert explainer.tables.kind.layout == many
     few = tree_shap._layout(ens, "path", n_rows=tree_shap.rows_hint(x))[0]
     assert len(many) > len(few)  # the rows' work outweighs compiling another bucket
     assert_close(explainer.shap_values(x), jaximp.shap_values(ens, x))
     assert_close(explainer.shap_values(x), lightgbm_contributions(fitted.model, x)[0][:, :, 0])
+
 
 @pytest.mark.parametrize("max_buckets, looped", [(1, True), (6, False)])
 def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_buckets, looped):
