@@ -267,12 +267,14 @@ def _fresh_features(frame, ens):
 @pytest.mark.parametrize("name", ["combinations_4", "categorical_pairs"])
 def test_ctr_tables_whole_filled_as_needed_or_hashed_give_the_same_bins(monkeypatch, name):
     """A projection's table of CTR bins (one categorical column or two, with bits) computed whole,
-    filled as rows reach its positions, or replaced by hashing every row: the same evaluated
-    rows, and CatBoost's predictions (unseen categories included)."""
+    filled as rows reach its positions, or replaced by hashing every row, and read by Arrow's
+    gathers or NumPy's: the same evaluated rows, and CatBoost's predictions (unseen categories
+    included)."""
     fitted = models.catboost_categorical(name)
     frame = models.make_frame(20_000, seed=8, unseen=True)
     expected = _fresh_features(frame, fitted.ens)
-    for setting, value in (("_WHOLE_TABLE", 0), ("_WHOLE_TABLE", 1 << 30), ("_MAX_TABLE", 0)):
+    for setting, value in (("_WHOLE_TABLE", 0), ("_WHOLE_TABLE", 1 << 30), ("_MAX_TABLE", 0),
+                           ("_ARROW_ROWS", 1 << 30)):  # NumPy's gathers, as for few rows
         with monkeypatch.context() as patch:
             patch.setattr(ctr_values, setting, value)
             np.testing.assert_array_equal(_fresh_features(frame, fitted.ens), expected, err_msg=setting)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,26 +34,75 @@ _MAX_TABLE = 1 << 24  # nor does one of more table positions (categories x bit p
 _WHOLE_TABLE = 1 << 16  # tables up to this many positions are computed whole, larger ones as rows need them
 
 
+def _shared(items: Sequence[Any]) -> Callable[[], Iterator[Any]]:
+    """``take``: every iterator ``take()`` makes (one per thread) yields the next item that no
+    other has yielded, until none is left."""
+    lock, items = threading.Lock(), iter(items)
+
+    def take() -> Iterator[Any]:
+        while True:
+            with lock:
+                item = next(items, None)
+            if item is None:
+                return
+            yield item
+
+    return take
+
+
+class _Rows(NamedTuple):
+    """What a call's projections read: the rows column-major, each categorical column's
+    vocabulary positions (``ids``), and where the CTRs' bins go."""
+
+    float_columns: np.ndarray  # f32[n_float, N]
+    cat_columns: np.ndarray  # i64[n_cat, N]
+    has_nan: np.ndarray  # bool[n_float]
+    nan_fill: np.ndarray
+    float_bins: np.ndarray | None  # [n_float, N]
+    ids: dict[int, np.ndarray]  # categorical feature -> i32[N]
+    out: np.ndarray  # [n_ctrs, N]
+    dtype: Any
+
+
 def _unseen(dtype: Any) -> int:
     """The mark of table positions not computed yet: the dtype's largest value, which no bin
     takes (``u8`` bins count at most 254 borders)."""
     return np.iinfo(dtype).max
 
 
-def _gatherer(index: np.ndarray) -> Any:
-    """``gather(table, out)``: ``out[:] = table[index]`` for tables that ``index`` (unsigned or
-    int32, every value in bounds) reads. Arrow's take, when pyarrow is installed, is about 3 times
-    NumPy's on one-byte values: NumPy converts the indices to intp and checks each one."""
-    arrow = _arrow()
-    if arrow is None:  # pragma: no cover - pyarrow is optional
-        return lambda table, out: np.take(table, index, out=out)
-    pa, pc = arrow
-    indices = pa.array(index)  # no copy
+_ARROW_ROWS = 4096  # fewer rows: NumPy's take, whose call costs a fraction of Arrow's
 
-    def gather(table: np.ndarray, out: np.ndarray) -> None:
-        out[...] = np.asarray(pc.take(pa.array(table), indices, boundscheck=False))
+
+def _gatherer(index: np.ndarray) -> Any:
+    """``gather(table, out)``: ``out[:] = table.numpy[index]`` for a :class:`_Table` row that
+    ``index`` (unsigned or int32, every value in bounds) reads. Arrow's take, when pyarrow is
+    installed, is about 1.5 times NumPy's on many one-byte values (NumPy converts the indices to
+    intp and checks each one); NumPy's costs less to call, which counts for few rows."""
+    arrow = _arrow()
+    if arrow is None or len(index) < _ARROW_ROWS:
+        return lambda table, out: np.take(table.numpy, index, out=out)
+    pa, pc = arrow
+    indices, options = pa.array(index), pc.TakeOptions(boundscheck=False)  # the indices not copied
+
+    def gather(table: _Table, out: np.ndarray) -> None:
+        out[...] = np.asarray(pc.call_function("take", [table.arrow, indices], options))
 
     return gather
+
+
+class _Table(NamedTuple):
+    """One CTR's bins at every table position: a NumPy row and the Arrow array over its memory
+    (made once: wrapping costs more than a gather of a thousand rows)."""
+
+    numpy: np.ndarray
+    arrow: Any
+
+
+def _rows_of(table: np.ndarray) -> list[_Table]:
+    """The rows of a ``[CTRs, positions]`` table, each with its Arrow array (None without pyarrow);
+    positions written into ``table`` later show through both."""
+    arrow = _arrow()
+    return [_Table(row, arrow[0].array(row) if arrow else None) for row in table]
 
 
 @functools.cache
@@ -104,7 +154,7 @@ class CtrValues:
         self._columns = sorted({c for cats, _, _ in self._groups for c in cats})
         self._lock = threading.Lock()
         self._vocab: dict[int, np.ndarray] = {}  # categorical feature -> sorted known hashes
-        self._tables: dict[tuple, tuple[tuple, np.ndarray]] = {}  # projection -> (vocabulary sizes, table)
+        self._tables: dict[tuple, tuple] = {}  # projection -> (vocabulary sizes, table, its _Table rows)
 
     def __getstate__(self) -> dict:
         """Pickled (Dask ships models to workers) without the lock and the memo, rebuilt there."""
@@ -119,32 +169,53 @@ class CtrValues:
 
     def __call__(self, floats: np.ndarray, cat_hashes: np.ndarray, nan_fill: np.ndarray, dtype: Any = np.uint8,
                  out: np.ndarray | None = None, float_bins: np.ndarray | None = None,
-                 bins_ready: Callable[[], Any] = lambda: None) -> np.ndarray:
+                 bins_ready: Callable[[], Any] = lambda: None, helper: Executor | None = None) -> np.ndarray:
         """``[n_ctrs, N]`` every CTR's bin (``dtype``) for the rows (float features
         ``f32[N, n_float]``, hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major;
         written into ``out`` when given (rows of a larger array). ``float_bins``: the float
         features' bins ``[n_float, N]`` (NaN filled the same way), read once ``bins_ready()``
         returns (called after the categories are looked up, which it may overlap).
 
-        Every array a projection needs is written into buffers made once per call: fresh pages
-        for each of hundreds of projections cost more than the work."""
+        ``helper``: a thread that evaluates projections while this one does too (NumPy's and
+        Arrow's gathers release the GIL): each thread takes the next projection left, so that
+        neither waits for the other."""
         n = floats.shape[0]
         out = np.empty((len(self._ctrs), n), dtype) if out is None else out
-        float_columns, cat_columns = np.ascontiguousarray(floats.T), np.ascontiguousarray(cat_hashes.T)
-        has_nan = np.isnan(float_columns).any(axis=1)
-        bits, pattern = np.empty(n, bool), np.empty(n, np.uint16)
+        float_columns = np.ascontiguousarray(floats.T)
+        rows = _Rows(float_columns, np.ascontiguousarray(cat_hashes.T), np.isnan(float_columns).any(axis=1),
+                     nan_fill, float_bins, {}, out, dtype)
+        with self._lock:
+            # every vocabulary extended first: i32[n] each row's position in its column's vocabulary
+            rows.ids.update({cat: self._categories(cat, rows.cat_columns[cat]) for cat in self._columns})
+            bins_ready()
+            take = _shared(self._groups)
+            shared = helper.submit(self._evaluate, take(), rows) if helper is not None else None
+            try:
+                self._evaluate(take(), rows)
+            finally:
+                if shared is not None:
+                    shared.result()
+        return out
+
+    def _evaluate(self, groups: Iterator[tuple], rows: _Rows) -> None:
+        """``rows.out[j]`` for the CTRs of ``groups`` (projections): the rows' table positions, then
+        a gather per CTR. Every array a projection needs is written into buffers made once per
+        call (and per thread): fresh pages for each of hundreds of projections cost more than the
+        work."""
+        n, dtype, out = rows.out.shape[1], rows.dtype, rows.out
+        bits, patterns = np.empty(n, bool), {np.dtype(t): np.empty(n, t) for t in (np.uint8, np.uint16)}
         combined = {np.dtype(t): np.empty(n, t) for t in (np.uint16, np.int32)}
 
         def bit(element: tuple) -> np.ndarray:
             """The element's 0/1 of every row (``u8``, in the ``bits`` buffer)."""
             kind, index, value, position = element
             if kind == "c":
-                np.equal(cat_columns[index], value, out=bits)
-            elif float_bins is not None and position is not None:
-                np.greater(float_bins[index], position, out=bits)
+                np.equal(rows.cat_columns[index], value, out=bits)
+            elif rows.float_bins is not None and position is not None:
+                np.greater(rows.float_bins[index], position, out=bits)
             else:
-                column = float_columns[index]
-                x = np.where(np.isnan(column), nan_fill[index], column) if has_nan[index] else column
+                column = rows.float_columns[index]
+                x = np.where(np.isnan(column), rows.nan_fill[index], column) if rows.has_nan[index] else column
                 np.greater(x, np.float32(value), out=bits)
             return bits.view(np.uint8)
 
@@ -153,40 +224,36 @@ class CtrValues:
         def shifted_ids(cat: int, n_bits: int) -> np.ndarray:  # ids << n_bits, u16 where the table allows
             if (cat, n_bits) not in shifted:
                 narrow = len(self._vocab[cat]) << n_bits <= 1 << 16
-                shifted[cat, n_bits] = (ids[cat] << n_bits).astype(np.uint16 if narrow else np.int32)
+                shifted[cat, n_bits] = (rows.ids[cat] << n_bits).astype(np.uint16 if narrow else np.int32)
             return shifted[cat, n_bits]
 
-        with self._lock:
-            # every vocabulary extended first: i32[n] each row's position in its column's vocabulary
-            ids = {cat: self._categories(cat, cat_columns[cat]) for cat in self._columns}
-            bins_ready()
-            unseen = _unseen(dtype)
-            for cats, elements, members in self._groups:
-                sizes = tuple(len(self._vocab[c]) for c in cats)
-                if len(elements) > _MAX_BITS or math.prod(sizes) << len(elements) > _MAX_TABLE:
-                    keys = [cat_columns[c] for c in cats] + [bit(e).astype(np.int64) for e in elements]
-                    codes, distinct = _factorize(self._hash(keys, n))  # the rows' distinct keys, looked up once
-                    for j in members:
-                        np.take(self._ctrs[j].bins(distinct).astype(dtype), codes, out=out[j])
-                    continue
-                if len(cats) == 1:
-                    index = shifted_ids(cats[0], len(elements))
-                else:  # the categories' mixed-radix number (< _MAX_TABLE), in the int32 buffer
-                    index = np.multiply(ids[cats[0]], np.int32(sizes[1]), out=combined[np.dtype(np.int32)])
-                    for c, size in zip(cats[1:], (*sizes[2:], 1)):
-                        np.add(index, ids[c], out=index)
-                        np.multiply(index, np.int32(size), out=index)
-                    np.left_shift(index, np.int32(len(elements)), out=index)
-                if len(elements) == 1:
-                    index = np.bitwise_or(index, bit(elements[0]), out=combined[index.dtype])
-                elif elements:  # the bit pattern, first element highest
-                    np.copyto(pattern, bit(elements[0]))
-                    for element in elements[1:]:
-                        np.left_shift(pattern, 1, out=pattern)
-                        np.bitwise_or(pattern, bit(element), out=pattern)
-                    index = np.bitwise_or(index, pattern, out=combined[index.dtype])
-                self._gather(cats, sizes, elements, members, index, out, dtype, unseen)
-        return out
+        unseen = _unseen(dtype)
+        for cats, elements, members in groups:
+            sizes = tuple(len(self._vocab[c]) for c in cats)
+            if len(elements) > _MAX_BITS or math.prod(sizes) << len(elements) > _MAX_TABLE:
+                keys = [rows.cat_columns[c] for c in cats] + [bit(e).astype(np.int64) for e in elements]
+                codes, distinct = _factorize(self._hash(keys, n))  # the rows' distinct keys, looked up once
+                for j in members:
+                    np.take(self._ctrs[j].bins(distinct).astype(dtype), codes, out=out[j])
+                continue
+            if len(cats) == 1:
+                index = shifted_ids(cats[0], len(elements))
+            else:  # the categories' mixed-radix number (< _MAX_TABLE), in the int32 buffer
+                index = np.multiply(rows.ids[cats[0]], np.int32(sizes[1]), out=combined[np.dtype(np.int32)])
+                for c, size in zip(cats[1:], (*sizes[2:], 1)):
+                    np.add(index, rows.ids[c], out=index)
+                    np.multiply(index, np.int32(size), out=index)
+                np.left_shift(index, np.int32(len(elements)), out=index)
+            if len(elements) == 1:
+                index = np.bitwise_or(index, bit(elements[0]), out=combined[index.dtype])
+            elif elements:  # the bit pattern, first element highest; u8 up to 8 bits (p + p: shifts are slower)
+                pattern = patterns[np.dtype(np.uint8 if len(elements) <= 8 else np.uint16)]
+                np.copyto(pattern, bit(elements[0]))
+                for element in elements[1:]:
+                    np.add(pattern, pattern, out=pattern)
+                    np.bitwise_or(pattern, bit(element), out=pattern)
+                index = np.bitwise_or(index, pattern, out=combined[index.dtype])
+            self._gather(cats, sizes, elements, members, index, out, dtype, unseen)
 
     def _gather(self, cats: tuple, sizes: tuple, elements: list, members: list[int], index: np.ndarray,
                 out: np.ndarray, dtype: Any, unseen: int) -> None:
@@ -196,22 +263,23 @@ class CtrValues:
         ``_WHOLE_TABLE`` positions is computed whole; a larger one as rows reach its positions
         (``unseen`` marks the others)."""
         projection = (cats, tuple(elements))
-        shape, table = self._tables.get(projection, (None, None))
+        shape, table, rows = self._tables.get(projection, (None, None, None))
         if shape != sizes:  # new, or a vocabulary grew (its categories moved)
             positions = math.prod(sizes) << len(elements)
             if positions <= _WHOLE_TABLE:
                 table = self._table(cats, sizes, len(elements), members, np.arange(positions), dtype)
             else:
                 table = np.full((len(members), positions), unseen, dtype)
-            self._tables[projection] = (sizes, table)
+            rows = _rows_of(table)
+            self._tables[projection] = (sizes, table, rows)
         gather = _gatherer(index)
-        gather(table[0], out[members[0]])
+        gather(rows[0], out[members[0]])
         if table.shape[1] > _WHOLE_TABLE and out[members[0]].max() == unseen:  # positions not computed yet
             new = np.unique(index[out[members[0]] == unseen])
             table[:, new] = self._table(cats, sizes, len(elements), members, new, dtype)
-            gather(table[0], out[members[0]])
-        for row, j in enumerate(members[1:], start=1):
-            gather(table[row], out[j])
+            gather(rows[0], out[members[0]])
+        for row, j in zip(rows[1:], members[1:]):
+            gather(row, out[j])
 
     def _categories(self, cat: int, hashes: np.ndarray) -> np.ndarray:
         """``i32[n]`` the position of each hash in the column's vocabulary, extended first with

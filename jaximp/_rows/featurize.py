@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,17 +49,20 @@ def ctr_values(featurizer: Featurizer) -> CtrValues:
         return engine
 
 
-def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np.ndarray) -> np.ndarray:
+def featurize_columns(featurizer: Featurizer, floats: np.ndarray,
+                      cat_hashes: np.ndarray | Callable[[], np.ndarray]) -> np.ndarray:
     """``[N, E]`` the bin of every evaluated feature: ``#{borders < value}``, as ``u8`` (``i32``
     when a feature has more than 254 borders).
 
-    The float features' bins are counted in a second thread for many rows (NumPy releases the
-    GIL) while this one computes the one-hot elements and looks up the categories; the CTRs,
-    whose binarized float elements read those bins, come last.
+    For many rows, the float features' bins are counted in a second thread (NumPy releases the
+    GIL) while this one hashes the categorical values (when ``cat_hashes`` is a function),
+    computes the one-hot elements and looks up the categories; the CTRs, whose binarized float
+    elements read those bins, come last, shared by both threads.
 
     Args:
         floats: ``f32[N, n_float]`` the float features, in float-feature order.
-        cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value.
+        cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value, or a function
+            that computes them (called once, while the bins are counted).
     """
     n = floats.shape[0]
     out = np.empty((featurizer.n_evaluated, n), featurizer.bin_dtype)  # feature-major, transposed at the end
@@ -70,11 +74,14 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray, cat_hashes: np
     else:
         _float_bins(featurizer, floats, fill, out)
     try:
+        if callable(cat_hashes):
+            cat_hashes = cat_hashes()
         for j, (c, value) in enumerate(featurizer.one_hot):
             out[n_float + j] = cat_hashes[:, c] == value
         ctr_values(featurizer)(floats, cat_hashes, fill, featurizer.bin_dtype,
                                out=out[n_float + len(featurizer.one_hot):], float_bins=out[:n_float],
-                               bins_ready=counting.result if counting is not None else lambda: None)
+                               bins_ready=counting.result if counting is not None else lambda: None,
+                               helper=worker("jaximp-borders") if n >= _THREADED_ROWS else None)
     finally:
         if counting is not None:
             counting.result()

@@ -14,6 +14,7 @@ are kept.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -76,7 +77,10 @@ def _as_features(X: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray | 
             return X
         if is_pool(X):  # its raw values stay inside CatBoost: read through a probe
             return pool_rows(X, ens, fn_name, arg)
-        return featurize(ens, as_raw_columns(X, ens, fn_name, arg))
+        column, n_rows = _columns_of(X, ens, fn_name, arg)  # the values hashed while the floats are binned
+        floats = _float_columns(column, n_rows, ens, fn_name, arg)
+        hashes = lambda: _cat_hashes(column, n_rows, ens, fn_name, arg)  # noqa: E731
+        return featurize_columns(ens.featurizer, floats, hashes).view(EvaluatedRows)
     if isinstance(X, (list, tuple)):
         X = _list_rows(X, ens, fn_name, arg)
     codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
@@ -187,15 +191,24 @@ def as_raw_columns(X: Any, ens: Ensemble, fn_name: str, arg: str = "X") -> RawCo
             holding floats or missing values.
         ValueError: wrong rank or column count, missing named columns, or no rows.
     """
-    featurizer = ens.featurizer
     column, n_rows = _columns_of(X, ens, fn_name, arg)
-    floats = np.empty((len(featurizer.float_columns), n_rows), np.float32).T  # each column contiguous
-    for i, j in enumerate(featurizer.float_columns):
+    return RawColumns(_float_columns(column, n_rows, ens, fn_name, arg), _cat_hashes(column, n_rows, ens, fn_name, arg))
+
+
+def _float_columns(column: Callable[[int], Any], n_rows: int, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
+    """``f32[N, n_float]`` (each column contiguous) the float features of a categorical model."""
+    floats = np.empty((len(ens.featurizer.float_columns), n_rows), np.float32).T
+    for i, j in enumerate(ens.featurizer.float_columns):
         floats[:, i] = _float_column(column(j), ens.feature_names[j], fn_name, arg)
-    hashes = np.empty((len(featurizer.cat_columns), n_rows), np.int64).T
-    for i, j in enumerate(featurizer.cat_columns):
+    return floats
+
+
+def _cat_hashes(column: Callable[[int], Any], n_rows: int, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
+    """``i64[N, n_cat]`` (each column contiguous) the hashes of a categorical model's values."""
+    hashes = np.empty((len(ens.featurizer.cat_columns), n_rows), np.int64).T
+    for i, j in enumerate(ens.featurizer.cat_columns):
         hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
-    return RawColumns(floats, hashes)
+    return hashes
 
 
 def display_values(X: Any, ens: Ensemble, fn_name: str) -> np.ndarray:
