@@ -60,8 +60,7 @@ class _Rows(NamedTuple):
     nan_fill: np.ndarray
     float_bins: np.ndarray | None  # [n_float, N]
     ids: dict[int, np.ndarray]  # categorical feature -> i32[N]
-    out: np.ndarray  # [n_ctrs, N]
-    dtype: Any
+    out: np.ndarray  # [n_ctrs, N], of the bins' dtype
 
 
 def _unseen(dtype: Any) -> int:
@@ -172,7 +171,7 @@ class CtrValues:
                  bins_ready: Callable[[], Any] = lambda: None, helper: Executor | None = None) -> np.ndarray:
         """``[n_ctrs, N]`` every CTR's bin (``dtype``) for the rows (float features
         ``f32[N, n_float]``, hashes ``i64[N, n_cat]``, NaN fill per float feature), CTR-major;
-        written into ``out`` when given (rows of a larger array). ``float_bins``: the float
+        written into ``out`` when given (rows of a larger array, of ``dtype``). ``float_bins``: the float
         features' bins ``[n_float, N]`` (NaN filled the same way), read once ``bins_ready()``
         returns (called after the categories are looked up, which it may overlap).
 
@@ -183,7 +182,7 @@ class CtrValues:
         out = np.empty((len(self._ctrs), n), dtype) if out is None else out
         float_columns = np.ascontiguousarray(floats.T)
         rows = _Rows(float_columns, np.ascontiguousarray(cat_hashes.T), np.isnan(float_columns).any(axis=1),
-                     nan_fill, float_bins, {}, out, dtype)
+                     nan_fill, float_bins, {}, out)
         with self._lock:
             # every vocabulary extended first: i32[n] each row's position in its column's vocabulary
             rows.ids.update({cat: self._categories(cat, rows.cat_columns[cat]) for cat in self._columns})
@@ -202,7 +201,8 @@ class CtrValues:
         a gather per CTR. Every array a projection needs is written into buffers made once per
         call (and per thread): fresh pages for each of hundreds of projections cost more than the
         work."""
-        n, dtype, out = rows.out.shape[1], rows.dtype, rows.out
+        out = rows.out
+        n, dtype = out.shape[1], out.dtype
         bits, patterns = np.empty(n, bool), {np.dtype(t): np.empty(n, t) for t in (np.uint8, np.uint16)}
         combined = {np.dtype(t): np.empty(n, t) for t in (np.uint16, np.int32)}
 
