@@ -10,6 +10,7 @@ messages of jaximp and of the libraries.
 from __future__ import annotations
 
 import runpy
+import time
 
 import catboost
 import jax.numpy as jnp
@@ -236,6 +237,36 @@ def test_bad_categorical_rows(layout, change, error, match):
         ens.predict(change(frame))
     with pytest.raises(error, match=match):
         jaximp.shap_values(ens, change(frame))
+
+
+def test_categorical_values_hashed_in_two_threads_name_the_first_bad_column(monkeypatch):
+    """The categorical columns are hashed by both threads in turn (many rows): the rows' hashes
+    are those of one thread, and of two bad columns the error names the first, whichever thread
+    hashed it."""
+    from jaximp._rows import featurize
+    from jaximp._rows.inputs import as_features
+
+    fitted = models.catboost_categorical("combinations_2")
+    frame = pd.concat([fitted.X] * 4, ignore_index=True)
+    bad = frame.assign(c0=[None] + list(frame.c0[1:])).astype({"c2": float})  # c0 missing, c2 floats
+    monkeypatch.setattr(featurize, "_THREADED_ROWS", 1 << 30)
+    one_thread = np.asarray(as_features(frame, fitted.ens, "test"))
+    monkeypatch.setattr(featurize, "_THREADED_ROWS", 1)
+    np.testing.assert_array_equal(np.asarray(as_features(frame, fitted.ens, "test")), one_thread)
+    with pytest.raises(TypeError, match="c0.*missing value"):
+        as_features(bad, fitted.ens, "test")
+
+    def failing(column: int, seconds: float):
+        def hash_column():
+            time.sleep(seconds)
+            raise ValueError(f"column {column}")
+        return hash_column
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as helper:  # the first column fails last, in either thread
+        with pytest.raises(ValueError, match="column 0"):
+            featurize._hashes([failing(0, 0.2), failing(1, 0.0), lambda: np.zeros(3, np.int64)], 3, helper)
 
 
 # The category codes of XGBoost, LightGBM and scikit-learn ---------------------------------------------------------

@@ -34,7 +34,7 @@ _MAX_TABLE = 1 << 24  # nor does one of more table positions (categories x bit p
 _WHOLE_TABLE = 1 << 16  # tables up to this many positions are computed whole, larger ones as rows need them
 
 
-def _shared(items: Sequence[Any]) -> Callable[[], Iterator[Any]]:
+def in_turn(items: Sequence[Any]) -> Callable[[], Iterator[Any]]:
     """``take``: every iterator ``take()`` makes (one per thread) yields the next item that no
     other has yielded, until none is left."""
     lock, items = threading.Lock(), iter(items)
@@ -187,7 +187,7 @@ class CtrValues:
             # every vocabulary extended first: i32[n] each row's position in its column's vocabulary
             rows.ids.update({cat: self._categories(cat, rows.cat_columns[cat]) for cat in self._columns})
             bins_ready()
-            take = _shared(self._groups)
+            take = in_turn(self._groups)
             shared = helper.submit(self._evaluate, take(), rows) if helper is not None else None
             try:
                 self._evaluate(take(), rows)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from jaximp._models.featurizer import Featurizer
-from jaximp._rows.ctr_values import CtrValues
+from jaximp._rows.ctr_values import CtrValues, in_turn
 from jaximp._rows.hashing import projection_hash
 
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -50,19 +50,20 @@ def ctr_values(featurizer: Featurizer) -> CtrValues:
 
 
 def featurize_columns(featurizer: Featurizer, floats: np.ndarray,
-                      cat_hashes: np.ndarray | Callable[[], np.ndarray]) -> np.ndarray:
+                      cat_hashes: np.ndarray | Sequence[Callable[[], np.ndarray]]) -> np.ndarray:
     """``[N, E]`` the bin of every evaluated feature: ``#{borders < value}``, as ``u8`` (``i32``
     when a feature has more than 254 borders).
 
     For many rows, the float features' bins are counted in a second thread (NumPy releases the
-    GIL) while this one hashes the categorical values (when ``cat_hashes`` is a function),
-    computes the one-hot elements and looks up the categories; the CTRs, whose binarized float
-    elements read those bins, come last, shared by both threads.
+    GIL) while this one hashes the categorical values (when ``cat_hashes`` are functions; the
+    second thread takes its turn once the bins are counted), computes the one-hot elements and
+    looks up the categories; the CTRs, whose binarized float elements read those bins, come
+    last, shared by both threads.
 
     Args:
         floats: ``f32[N, n_float]`` the float features, in float-feature order.
-        cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value, or a function
-            that computes them (called once, while the bins are counted).
+        cat_hashes: ``i64[N, n_cat]`` the int32 hash of each categorical value, or per
+            categorical column a function that computes its ``i64[N]`` hashes.
     """
     n = floats.shape[0]
     out = np.empty((featurizer.n_evaluated, n), featurizer.bin_dtype)  # feature-major, transposed at the end
@@ -74,8 +75,8 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray,
     else:
         _float_bins(featurizer, floats, fill, out)
     try:
-        if callable(cat_hashes):
-            cat_hashes = cat_hashes()
+        if not isinstance(cat_hashes, np.ndarray):
+            cat_hashes = _hashes(cat_hashes, n, worker("jaximp-borders") if counting is not None else None)
         for j, (c, value) in enumerate(featurizer.one_hot):
             out[n_float + j] = cat_hashes[:, c] == value
         ctr_values(featurizer)(floats, cat_hashes, fill, featurizer.bin_dtype,
@@ -89,6 +90,29 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray,
 
 
 _THREADED_ROWS = 8192  # fewer rows: the float features' bins in the calling thread
+
+
+def _hashes(hashers: Sequence[Callable[[], np.ndarray]], n: int, helper: Any) -> np.ndarray:
+    """``i64[N, n_cat]`` (each column contiguous) the columns ``hashers`` compute, in this thread
+    and in ``helper``'s (when given) in turn; the first column's error, if any, is raised."""
+    out = np.empty((len(hashers), n), np.int64)
+    errors: dict[int, Exception] = {}
+
+    def fill(columns: Iterator[int]) -> None:
+        for i in columns:
+            try:
+                out[i] = hashers[i]()
+            except Exception as e:  # noqa: BLE001 - raised below, the first column's first
+                errors[i] = e
+
+    take = in_turn(range(len(hashers)))
+    shared = helper.submit(fill, take()) if helper is not None else None
+    fill(take())
+    if shared is not None:
+        shared.result()
+    if errors:
+        raise errors[min(errors)]
+    return out.T
 
 
 def _float_bins(featurizer: Featurizer, floats: np.ndarray, fill: np.ndarray, out: np.ndarray) -> None:

@@ -14,6 +14,7 @@ are kept.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -79,8 +80,7 @@ def _as_features(X: Any, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray | 
             return pool_rows(X, ens, fn_name, arg)
         column, n_rows = _columns_of(X, ens, fn_name, arg)  # the values hashed while the floats are binned
         floats = _float_columns(column, n_rows, ens, fn_name, arg)
-        hashes = lambda: _cat_hashes(column, n_rows, ens, fn_name, arg)  # noqa: E731
-        return featurize_columns(ens.featurizer, floats, hashes).view(EvaluatedRows)
+        return featurize_columns(ens.featurizer, floats, _cat_hashers(column, ens, fn_name, arg)).view(EvaluatedRows)
     if isinstance(X, (list, tuple)):
         X = _list_rows(X, ens, fn_name, arg)
     codes = getattr(ens, "category_codes", None)  # a TreeEnsemble with set-membership splits
@@ -206,9 +206,16 @@ def _float_columns(column: Callable[[int], Any], n_rows: int, ens: Ensemble, fn_
 def _cat_hashes(column: Callable[[int], Any], n_rows: int, ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
     """``i64[N, n_cat]`` (each column contiguous) the hashes of a categorical model's values."""
     hashes = np.empty((len(ens.featurizer.cat_columns), n_rows), np.int64).T
-    for i, j in enumerate(ens.featurizer.cat_columns):
-        hashes[:, i] = _cat_column(column(j), ens.feature_names[j], fn_name, arg)
+    for i, hasher in enumerate(_cat_hashers(column, ens, fn_name, arg)):
+        hashes[:, i] = hasher()
     return hashes
+
+
+def _cat_hashers(column: Callable[[int], Any], ens: Ensemble, fn_name: str, arg: str) -> list[Callable[[], np.ndarray]]:
+    """Per categorical column, a function of no arguments that hashes its values (``i64[N]``);
+    the columns are taken from ``X`` here, in the calling thread."""
+    return [functools.partial(_cat_column, column(j), ens.feature_names[j], fn_name, arg)
+            for j in ens.featurizer.cat_columns]
 
 
 def display_values(X: Any, ens: Ensemble, fn_name: str) -> np.ndarray:
