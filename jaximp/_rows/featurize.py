@@ -69,20 +69,18 @@ def featurize_columns(featurizer: Featurizer, floats: np.ndarray,
     out = np.empty((featurizer.n_evaluated, n), featurizer.bin_dtype)  # feature-major, transposed at the end
     fill = np.asarray(featurizer.float_nan_fill, np.float32)
     n_float = len(featurizer.float_columns)
-    counting = None
-    if n >= _THREADED_ROWS and n_float:
-        counting = worker("jaximp-borders").submit(_float_bins, featurizer, floats, fill, out)
-    else:
+    helper = worker("jaximp-borders") if n >= _THREADED_ROWS else None
+    counting = helper.submit(_float_bins, featurizer, floats, fill, out) if helper is not None and n_float else None
+    if counting is None:
         _float_bins(featurizer, floats, fill, out)
     try:
         if not isinstance(cat_hashes, np.ndarray):
-            cat_hashes = _hashes(cat_hashes, n, worker("jaximp-borders") if counting is not None else None)
+            cat_hashes = _hashes(cat_hashes, n, helper)
         for j, (c, value) in enumerate(featurizer.one_hot):
             out[n_float + j] = cat_hashes[:, c] == value
         ctr_values(featurizer)(floats, cat_hashes, fill, featurizer.bin_dtype,
                                out=out[n_float + len(featurizer.one_hot):], float_bins=out[:n_float],
-                               bins_ready=counting.result if counting is not None else lambda: None,
-                               helper=worker("jaximp-borders") if n >= _THREADED_ROWS else None)
+                               bins_ready=counting.result if counting is not None else lambda: None, helper=helper)
     finally:
         if counting is not None:
             counting.result()
