@@ -34,20 +34,26 @@ _MAX_TABLE = 1 << 24  # nor does one of more table positions (categories x bit p
 _WHOLE_TABLE = 1 << 16  # tables up to this many positions are computed whole, larger ones as rows need them
 
 
-def in_turn(items: Sequence[Any]) -> Callable[[], Iterator[Any]]:
-    """``take``: every iterator ``take()`` makes (one per thread) yields the next item that no
-    other has yielded, until none is left."""
-    lock, items = threading.Lock(), iter(items)
+def in_turn(work: Callable[[Iterator[Any]], Any], items: Sequence[Any], helper: Executor | None) -> None:
+    """``work(items)`` in this thread and, when given, in ``helper``'s at once: each takes the next
+    item that neither has taken, until none is left; returns once both are done (the helper's
+    error, if any, raised)."""
+    lock, left = threading.Lock(), iter(items)
 
     def take() -> Iterator[Any]:
         while True:
             with lock:
-                item = next(items, None)
+                item = next(left, None)
             if item is None:
                 return
             yield item
 
-    return take
+    shared = helper.submit(work, take()) if helper is not None else None
+    try:
+        work(take())
+    finally:
+        if shared is not None:
+            shared.result()
 
 
 class _Rows(NamedTuple):
@@ -187,13 +193,7 @@ class CtrValues:
             # every vocabulary extended first: i32[n] each row's position in its column's vocabulary
             rows.ids.update({cat: self._categories(cat, rows.cat_columns[cat]) for cat in self._columns})
             bins_ready()
-            take = in_turn(self._groups)
-            shared = helper.submit(self._evaluate, take(), rows) if helper is not None else None
-            try:
-                self._evaluate(take(), rows)
-            finally:
-                if shared is not None:
-                    shared.result()
+            in_turn(lambda groups: self._evaluate(groups, rows), self._groups, helper)
         return out
 
     def _evaluate(self, groups: Iterator[tuple], rows: _Rows) -> None:

@@ -103,11 +103,7 @@ def _hashes(hashers: Sequence[Callable[[], np.ndarray]], n: int, helper: Any) ->
             except Exception as e:  # noqa: BLE001 - raised below, the first column's first
                 errors[i] = e
 
-    take = in_turn(range(len(hashers)))
-    shared = helper.submit(fill, take()) if helper is not None else None
-    fill(take())
-    if shared is not None:
-        shared.result()
+    in_turn(fill, range(len(hashers)), helper)
     if errors:
         raise errors[min(errors)]
     return out.T
