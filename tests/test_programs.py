@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -267,3 +268,70 @@ def test_call_signatures_seen_in_this_process_keep_their_own_programs(cache, tra
             wide = _call(x.astype(np.float64), a=np.float64(2.0))["y"]
         assert wide.dtype == np.float64 and np.array_equal(wide, 2.0 * x**2 + 1)
     assert len(programs._KEYS) == len(list(cache.iterdir())) == 4
+
+
+@functools.partial(programs.stored_jit, static_argnames=("power",))
+def _powered(x, *, power):
+    return x**power
+
+
+def _two_programs(x):
+    """A call that runs two programs, listed for the next process by ``prefetched``."""
+    with programs.prefetched("two", {}, (x,)):
+        return np.asarray(_powered(x, power=2)) + np.asarray(_call(x)["y"])
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """The threads that load programs from disk, by the name of each one's thread."""
+    threads = collections.Counter()
+    load = programs._load
+
+    def counted(path):
+        threads[threading.current_thread().name] += 1
+        return load(path)
+
+    monkeypatch.setattr(programs, "_load", counted)
+    return threads
+
+
+def test_a_call_loads_its_programs_ahead_in_a_helper_thread(cache, traces, loads):
+    """The programs a call ran are listed for it; a new process loads them in a helper thread
+    (while the call prepares its arguments) and runs them without tracing."""
+    x = np.arange(4, dtype=np.float32)
+    expected = 3.0 * x**2 + 1
+    np.testing.assert_array_equal(_two_programs(x), expected)
+    (listed,) = (cache / programs.CALLS).iterdir()
+    assert len(listed.read_text().split()) == 2
+    as_a_new_process()
+    loads.clear()
+    before = traces["traces"]
+    np.testing.assert_array_equal(_two_programs(x), expected)
+    assert traces["traces"] == before and loads == {"jaximp-programs": 2} and not programs._PENDING
+    np.testing.assert_array_equal(_two_programs(x), expected)  # once per process: nothing loaded again
+    assert loads == {"jaximp-programs": 2}
+    as_a_new_process()
+    loads.clear()
+    y = np.arange(5, dtype=np.float32)  # other shapes: another call, nothing listed for it yet
+    np.testing.assert_array_equal(_two_programs(y), 3.0 * y**2 + 1)
+    assert "jaximp-programs" not in loads and len(list((cache / programs.CALLS).iterdir())) == 2
+
+
+@pytest.mark.parametrize("listing", ["garbage", "unknown key", "unreadable program"])
+def test_a_wrong_list_only_costs_time(cache, traces, loads, listing):
+    """A list that names no program, a program the call does not run, or a program that cannot
+    be read: the call compiles what it must, gives its numbers and lists its programs anew."""
+    x = np.arange(4, dtype=np.float32)
+    _two_programs(x)
+    (listed,) = (cache / programs.CALLS).iterdir()
+    keys = listed.read_text().split()
+    if listing == "garbage":
+        listed.write_bytes(b"\xff" * 10_000 + b"\n../" + b"a" * 61)
+    elif listing == "unknown key":
+        listed.write_text("\n".join(["0" * 64, *keys]))
+    else:
+        (cache / keys[0]).write_bytes(b"not a program")
+    as_a_new_process()
+    np.testing.assert_array_equal(_two_programs(x), 3.0 * x**2 + 1)
+    assert not programs._PENDING and listed.read_text().split() == keys
+    assert traces["traces"] == 2 + (listing == "unreadable program")

@@ -40,8 +40,10 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     key spelled from what each depends on (the function and its static arguments, the shapes,
     dtypes and devices of its arguments, JAX's version and settings, jaximp's source): a later
     process loads them without tracing or lowering them either, which JAX's cache alone must
-    do before it can look a program up. Loading a program runs code from ``path``: the folder
-    must be as trusted as the code itself (JAX's own cache asks the same).
+    do before it can look a program up. A SHAP call also lists the programs it ran (per
+    function and the shapes of its arguments), and the same call in a later process loads them
+    in a second thread while it builds its host-side plan. Loading a program runs code from
+    ``path``: the folder must be as trusted as the code itself (JAX's own cache asks the same).
 
     Args:
         path: the cache directory (created if missing); None: ``$JAXIMP_CACHE_DIR`` if set, else
