@@ -145,8 +145,9 @@ def _structure(ens: TreeEnsemble) -> Structure:
     real = np.arange(depth) < length
     path_nodes, path_right, path_mask = (_take_last(a, order) for a in (nodes, right, mask))
     path_right, path_mask = path_right & real, path_mask & real
-    feature = np.where(path_mask, np.asarray(ens.node_players, np.int32)[np.arange(t)[:, None, None], path_nodes], -1)
-    first = np.where(path_mask, _first_same(feature), 0)  # the first entry reading each entry's player
+    players, rows = np.asarray(ens.node_players, np.int32), np.arange(t)[:, None, None]
+    feature = np.where(path_mask, players[rows, path_nodes], -1)
+    first = np.where(path_mask, _first_same(players, node_parent, depth)[rows, path_nodes], 0)  # entry of the first
     leads = path_mask & (first == np.arange(depth))
     rank = np.cumsum(leads, axis=-1, dtype=np.int32) - 1
     slot = np.where(path_mask, _take_last(rank, first), 0).astype(np.int32)
@@ -222,21 +223,24 @@ def _take_last(a: np.ndarray, index: np.ndarray) -> np.ndarray:
     return np.take(a.reshape(-1), index + _row_starts(a.shape[:-1], a.shape[-1]))
 
 
-def _first_same(feature: np.ndarray) -> np.ndarray:
-    """``i32[..., entries]`` the first entry holding each entry's value of ``feature
-    i32[..., entries]`` (values from -1): the entries sorted by (value, entry), whose runs of
-    equal values start at their first entry (a sort of each leaf's few entries, where comparing
-    every pair is O(entries**2))."""
-    d = feature.shape[-1]
-    bits = max(d - 1, 0).bit_length()
-    ranked = np.sort(((feature.astype(np.int64) + 1) << bits) | np.arange(d), axis=-1)  # distinct keys
-    entry = (ranked & ((1 << bits) - 1)).reshape(-1)
-    starts = np.ones(ranked.shape, bool)  # a run starts at each leaf's first entry, or a new value
-    starts[..., 1:] = ranked[..., 1:] >> bits != ranked[..., :-1] >> bits
-    run = np.maximum.accumulate(np.where(starts.reshape(-1), np.arange(entry.size), 0))  # each entry's run's start
-    first = np.empty(entry.size, np.int32)
-    first[(entry.reshape(feature.shape) + _row_starts(feature.shape[:-1], d)).reshape(-1)] = entry[run]
-    return first.reshape(feature.shape)
+def _first_same(players: np.ndarray, parent: np.ndarray, depth: int) -> np.ndarray:
+    """``i32[T, M]`` per node, the depth of its shallowest ancestor (itself included) that reads
+    its player (``players i32[T, M]``; ``parent i32[T, M]``, -1 at roots): on a path listed root
+    first, the first entry reading each entry's player. Node by node, walking up the ``depth - 1``
+    ancestors at most, where comparing the entries of every leaf's path would take O(T L D**2)."""
+    rows = np.arange(parent.shape[0])[:, None]
+    ancestors, up = [], parent
+    for _ in range(max(depth - 1, 0)):  # parent, grandparent, ...: -1 above the root
+        ancestors.append(up)
+        up = np.where(up >= 0, parent[rows, np.maximum(up, 0)], -1)
+    node_depth = np.zeros(parent.shape, np.int32)
+    for a in ancestors:
+        node_depth += a >= 0
+    first = node_depth
+    for a in ancestors:  # nearest first: a shallower match overwrites a deeper one
+        at = np.maximum(a, 0)
+        first = np.where((a >= 0) & (players[rows, at] == players), node_depth[rows, at], first)
+    return first
 
 
 def _slot_products(ratio: np.ndarray, paths: Paths) -> np.ndarray:
