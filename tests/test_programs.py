@@ -335,3 +335,21 @@ def test_a_wrong_list_only_costs_time(cache, traces, loads, listing):
     np.testing.assert_array_equal(_two_programs(x), 3.0 * x**2 + 1)
     assert not programs._PENDING and listed.read_text().split() == keys
     assert traces["traces"] == 2 + (listing == "unreadable program")
+
+
+def test_a_call_that_fails_leaves_no_loading_behind(cache, loads):
+    """A call that raises before it runs its programs: the helper stops after the program it is
+    loading, nothing stays pending, the list is kept as it was, and later calls still work."""
+    x = np.arange(4, dtype=np.float32)
+    _two_programs(x)
+    (listed,) = (cache / programs.CALLS).iterdir()
+    keys = listed.read_text()
+    as_a_new_process()
+    loads.clear()
+    with pytest.raises(RuntimeError, match="before"):
+        with programs.prefetched("two", {}, (x,)):
+            raise RuntimeError("failed before running a program")
+    assert not programs._PENDING and listed.read_text() == keys
+    assert not [t for t in threading.enumerate() if t.name == "jaximp-programs"]
+    np.testing.assert_array_equal(_two_programs(x), 3.0 * x**2 + 1)
+    assert sum(loads.values()) == 2  # each program loaded once: by the helper before it stopped, or by the call
