@@ -25,6 +25,7 @@ _SKEW = 64  # rows quantized past the last block: with steps of a power of two o
 # consecutive features would start 4 KiB apart or a multiple of it, on the same sets of the CPU's
 # cache, which leaf masks reading every node's feature at once thrash (twice as slow)
 _FENCES = 31  # borders every value is compared with at once before the binary search
+_RUN = 32  # borders of a run fetched and counted at once (longer runs: XLA's count is far slower)
 
 
 def search(borders: Array, xt: Array, dtype: Any, fused: bool) -> Array:
@@ -33,11 +34,12 @@ def search(borders: Array, xt: Array, dtype: Any, fused: bool) -> Array:
 
     Each feature's borders are padded with ``+inf`` to ``size - 1``, ``size`` a power of two. A
     value is first compared with 31 evenly spaced borders at once (a vectorized count, which
-    narrows it to one of 32 runs of borders), then binary-searched inside its run:
-    ``log2(size) - 5`` gathers instead of ``log2(size)``. Call it on all the rows of a step and
-    consume the result in a per-block loop: with no loop between them, XLA fuses the search into
-    every gather of its result (pass ``fused=True`` there: a binary search in a loop, slower, but
-    never fused into its consumers).
+    narrows it to one of 32 runs of borders); runs longer than ``_RUN`` are halved by a binary
+    search, and the borders of the value's run are then fetched in one gather and counted at
+    once (a gather of a run costs about what a gather of one border does, and XLA vectorizes
+    the count). Call it on all the rows of a step and consume the result in a per-block loop:
+    with no loop between them, XLA fuses the search into every gather of its result (pass
+    ``fused=True`` there: a binary search in a loop, slower, but never fused into its consumers).
     """
     if fused:
         one = lambda b, col: jnp.searchsorted(b, col, side="left", method="scan")  # noqa: E731
@@ -50,10 +52,13 @@ def search(borders: Array, xt: Array, dtype: Any, fused: bool) -> Array:
     bins = run * jnp.sum(xt[:, :, None] > fences[:, None, :], axis=-1, dtype=jnp.int32)
     flat = table.reshape(-1)
     offsets = (jnp.arange(n_features, dtype=jnp.int32) * size)[:, None]
-    step = run // 2
-    while step:
-        bins = bins + step * (flat[offsets + bins + (step - 1)] < xt)
-        step //= 2
+    while run > _RUN:  # the value's run: its first half, or its second
+        run //= 2
+        bins = bins + run * (flat[offsets + bins + (run - 1)] < xt)
+    if run > 1:  # the run's first run - 1 borders (its last is the next run's fence, or padding)
+        runs = table.reshape(n_features, size // run, run)[:, :, : run - 1]
+        window = jax.vmap(lambda feature_runs, r: feature_runs[r])(runs, bins // run)  # [E, n, run - 1]
+        bins = bins + jnp.sum(window < xt[:, :, None], axis=-1, dtype=jnp.int32)
     return bins.astype(dtype)
 
 
