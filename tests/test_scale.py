@@ -107,6 +107,31 @@ def test_shap_does_not_depend_on_batch_size(method):
         np.testing.assert_array_equal(got, expected)
 
 
+def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypatch):
+    """Large steps are copied to the host by two threads, each its half of the result's memory
+    (the trees of a tree-major leaf table, the rows of row-major values): with every copy split,
+    leaves, predictions and SHAP values of several steps are identical to one-thread copies, and
+    the result keeps its memory order."""
+    model, X, _, _ = train("multiclass", depth=6)
+    ens = jaximp.from_catboost(model)
+    X = np.resize(X, (2500, X.shape[1]))  # three steps of 1024 rows
+    calls = {
+        "leaf_indices": lambda: jaximp.leaf_indices(ens, X, batch_size=1024),
+        "predict": lambda: jaximp.predict(ens, X, batch_size=1024),
+        "shap_values": lambda: jaximp.shap_values(ens, X, batch_size=1024),
+    }
+    expected = {name: call() for name, call in calls.items()}
+    splits = []
+    monkeypatch.setattr(_batching, "_SPLIT_COPY", 0)
+    original = _batching._copier
+    monkeypatch.setattr(_batching, "_copier", lambda: splits.append(1) or original())
+    for name, call in calls.items():
+        got = call()
+        np.testing.assert_array_equal(got, expected[name])
+        assert got.flags.f_contiguous == expected[name].flags.f_contiguous, name
+    assert len(splits) >= 3 * len(calls)  # every step of every call was split
+
+
 @pytest.mark.slow  # by default, TreeEnsemble steps and devices: the tests of rows on a device and of permutation
 def test_tree_ensembles_do_not_depend_on_batch_size():
     fitted = catboost_trees(*CATBOOST_TREES[1])
