@@ -112,6 +112,8 @@ def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypat
     (the trees of a tree-major leaf table, the rows of row-major values): with every copy split,
     leaves, predictions and SHAP values of several steps are identical to one-thread copies, and
     the result keeps its memory order."""
+    from jaximp._rows import threads
+
     model, X, _, _ = train("multiclass", depth=6)
     ens = jaximp.from_catboost(model)
     X = np.resize(X, (2500, X.shape[1]))  # three steps of 1024 rows
@@ -122,14 +124,35 @@ def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypat
     }
     expected = {name: call() for name, call in calls.items()}
     splits = []
-    monkeypatch.setattr(_batching, "_SPLIT_COPY", 0)
-    original = _batching._copier
-    monkeypatch.setattr(_batching, "_copier", lambda: splits.append(1) or original())
+    monkeypatch.setattr(threads, "_SPLIT_COPY", 0)
+    original = threads.worker
+    monkeypatch.setattr(threads, "worker", lambda name: splits.append(name) or original(name))
     for name, call in calls.items():
         got = call()
         np.testing.assert_array_equal(got, expected[name])
         assert got.flags.f_contiguous == expected[name].flags.f_contiguous, name
     assert len(splits) >= 3 * len(calls)  # every step of every call was split
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's: the child does not use JAX
+def test_a_forked_process_makes_its_own_helper_thread():
+    """The helper thread of host copies and featurization is made once per process: a process
+    forked from one that used it (where that thread does not exist) gets a thread that runs its
+    work, instead of waiting forever on the parent's."""
+    from jaximp._rows import threads
+
+    assert threads.worker("jaximp-test").submit(lambda: 7).result(timeout=10) == 7
+    assert threads.worker("jaximp-test") is threads.worker("jaximp-test")
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if its helper ran the work
+        try:
+            ran = threads.worker("jaximp-test").submit(lambda: 7).result(timeout=10) == 7
+        except BaseException:  # noqa: BLE001 - reported through the exit code
+            ran = False
+        os._exit(0 if ran else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.mark.slow  # by default, TreeEnsemble steps and devices: the tests of rows on a device and of permutation

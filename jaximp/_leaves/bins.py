@@ -24,7 +24,7 @@ from jaximp._rows.blocks import fill_blocks, row_blocks, whole_blocks
 _SKEW = 64  # rows quantized past the last block: with steps of a power of two of rows, the bins of
 # consecutive features would start 4 KiB apart or a multiple of it, on the same sets of the CPU's
 # cache, which leaf masks reading every node's feature at once thrash (twice as slow)
-_FENCES = 31  # borders every value is compared with at once before the binary search
+_FENCES = 31  # borders every value is compared with at once first, which narrows it to one of 32 runs
 _RUN = 32  # borders of a run fetched and counted at once (longer runs: XLA's count is far slower)
 
 

@@ -40,6 +40,7 @@ from jax import Array
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaximp._rows.programs import stored_jit
+from jaximp._rows.threads import copy_in_halves
 
 _ROW_AXIS = "rows"
 # Rows per fused block: every row of an untraced call goes through the same compiled block
@@ -320,7 +321,7 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
         if result is None:
             result = jax.tree_util.tree_map(empty, parts)
         stop = min(n, start + jax.tree_util.tree_leaves(parts)[0].shape[0])
-        jax.tree_util.tree_map(lambda r, a: _copy_rows(r, slice(start, stop), a[: stop - start]), result, parts)
+        jax.tree_util.tree_map(lambda r, a: copy_in_halves(r[start:stop], a[: stop - start]), result, parts)
         start = stop
 
     for out in steps:
@@ -332,37 +333,6 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
         pending = out
     to_host(pending)
     return result
-
-
-_SPLIT_COPY = 1 << 23  # bytes written from which a step's copy to the host is split between two threads
-
-
-def _copy_rows(out: np.ndarray, rows: slice, part: np.ndarray) -> None:
-    """``out[rows] = part``, in two threads at once when large: NumPy's copies release the GIL,
-    and writing the result's fresh pages (which the kernel zeroes on first write) is most of
-    the cost. The split is along the axis of ``out`` farthest apart in memory (the trees of a
-    tree-major result, the rows of a row-major one), so that each thread writes its own pages."""
-    target = out[rows]
-    if target.ndim < 2 or target.nbytes < _SPLIT_COPY:
-        target[...] = part
-        return
-    axis = int(np.argmax(target.strides))
-    half = target.shape[axis] // 2
-    first, second = (tuple(slice(None) if a != axis else cut for a in range(target.ndim))
-                     for cut in (slice(None, half), slice(half, None)))
-    helper = _copier().submit(target.__setitem__, second, part[second])
-    try:
-        target[first] = part[first]
-    finally:
-        helper.result()
-
-
-@functools.cache
-def _copier() -> Any:
-    """The one helper thread that copies half of each large step to the host."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(1, thread_name_prefix="jaximp-copy")
 
 
 def on_device(rows: Any) -> bool:

@@ -20,23 +20,10 @@ import numpy as np
 from jaximp._models.featurizer import Featurizer
 from jaximp._rows.ctr_values import CtrValues, in_turn
 from jaximp._rows.hashing import projection_hash
+from jaximp._rows.threads import worker
 
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-
-
-_WORKERS: dict = {}
-
-
-def worker(name: str) -> Any:
-    """The one worker thread named ``name`` (a ``ThreadPoolExecutor``), made on first use: NumPy's
-    searches and ufuncs release the GIL, so a second core can run part of them."""
-    with _LOCK:
-        if name not in _WORKERS:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _WORKERS[name] = ThreadPoolExecutor(1, thread_name_prefix=name)
-        return _WORKERS[name]
 
 
 def ctr_values(featurizer: Featurizer) -> CtrValues:

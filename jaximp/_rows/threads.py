@@ -1,0 +1,45 @@
+"""Helper threads of the host work: NumPy's copies, searches and ufuncs and Arrow's gathers
+release the GIL, so a second thread runs part of them on a second core."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+_WORKERS: dict[tuple[str, int], ThreadPoolExecutor] = {}
+_LOCK = threading.Lock()
+
+
+def worker(name: str) -> ThreadPoolExecutor:
+    """The one worker thread named ``name``, made on first use in this process (a process forked
+    from one that used it makes its own: the parent's thread does not exist there)."""
+    key = (name, os.getpid())
+    with _LOCK:
+        if key not in _WORKERS:
+            _WORKERS[key] = ThreadPoolExecutor(1, thread_name_prefix=name)
+        return _WORKERS[key]
+
+
+_SPLIT_COPY = 1 << 23  # bytes written from which a copy is split between two threads
+
+
+def copy_in_halves(target: np.ndarray, part: np.ndarray) -> None:
+    """``target[...] = part``, in two threads at once when large (a step of results copied to the
+    host): writing fresh pages, which the kernel zeroes on first write, is most of the cost. The
+    split is along the axis of ``target`` farthest apart in memory (the trees of a tree-major
+    leaf table, the rows of row-major values), so that each thread writes its own pages."""
+    if target.ndim < 2 or target.nbytes < _SPLIT_COPY:
+        target[...] = part
+        return
+    axis = int(np.argmax(target.strides))
+    half = target.shape[axis] // 2
+    first, second = (tuple(slice(None) if a != axis else cut for a in range(target.ndim))
+                     for cut in (slice(None, half), slice(half, None)))
+    helper = worker("jaximp-copy").submit(target.__setitem__, second, part[second])
+    try:
+        target[first] = part[first]
+    finally:
+        helper.result()
