@@ -29,31 +29,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from jaximp._rows.threads import in_turn
+
 _MAX_BITS = 12  # a projection with more bits than this hashes every row instead
 _MAX_TABLE = 1 << 24  # nor does one of more table positions (categories x bit patterns) per CTR
 _WHOLE_TABLE = 1 << 16  # tables up to this many positions are computed whole, larger ones as rows need them
-
-
-def in_turn(work: Callable[[Iterator[Any]], Any], items: Sequence[Any], helper: Executor | None) -> None:
-    """``work(items)`` in this thread and, when given, in ``helper``'s at once: each takes the next
-    item that neither has taken, until none is left; returns once both are done (the helper's
-    error, if any, raised)."""
-    lock, left = threading.Lock(), iter(items)
-
-    def take() -> Iterator[Any]:
-        while True:
-            with lock:
-                item = next(left, None)
-            if item is None:
-                return
-            yield item
-
-    shared = helper.submit(work, take()) if helper is not None else None
-    try:
-        work(take())
-    finally:
-        if shared is not None:
-            shared.result()
 
 
 class _Rows(NamedTuple):

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from jaximp._models.featurizer import Featurizer
-from jaximp._rows.ctr_values import CtrValues, in_turn
+from jaximp._rows.ctr_values import CtrValues
 from jaximp._rows.hashing import projection_hash
-from jaximp._rows.threads import worker
+from jaximp._rows.threads import in_turn, worker
 
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()

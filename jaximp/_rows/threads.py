@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,28 @@ def worker(name: str) -> ThreadPoolExecutor:
         return _WORKERS[key]
 
 
+def in_turn(work: Callable[[Iterator[Any]], Any], items: Sequence[Any], helper: Executor | None) -> None:
+    """``work(items)`` in this thread and, when given, in ``helper``'s at once: each takes the next
+    item that neither has taken, until none is left; returns once both are done (the helper's
+    error, if any, raised)."""
+    lock, left = threading.Lock(), iter(items)
+
+    def take() -> Iterator[Any]:
+        while True:
+            with lock:
+                item = next(left, None)
+            if item is None:
+                return
+            yield item
+
+    shared = helper.submit(work, take()) if helper is not None else None
+    try:
+        work(take())
+    finally:
+        if shared is not None:
+            shared.result()
+
+
 _SPLIT_COPY = 1 << 23  # bytes written from which a copy is split between two threads
 
 
@@ -38,8 +62,9 @@ def copy_in_halves(target: np.ndarray, part: np.ndarray) -> None:
     half = target.shape[axis] // 2
     first, second = (tuple(slice(None) if a != axis else cut for a in range(target.ndim))
                      for cut in (slice(None, half), slice(half, None)))
-    helper = worker("jaximp-copy").submit(target.__setitem__, second, part[second])
-    try:
-        target[first] = part[first]
-    finally:
-        helper.result()
+
+    def copy(pieces: Iterator[tuple]) -> None:
+        for piece in pieces:
+            target[piece] = part[piece]
+
+    in_turn(copy, (first, second), worker("jaximp-copy"))
