@@ -110,16 +110,18 @@ def test_shap_does_not_depend_on_batch_size(method):
 def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypatch):
     """Large steps are copied to the host by two threads, each its half of the result's memory
     (the trees of a tree-major leaf table, the rows of row-major values): with every copy split,
-    leaves, predictions and SHAP values of several steps are identical to one-thread copies, and
+    leaves, predictions (one output or several) and SHAP values of several steps are identical to one-thread copies, and
     the result keeps its memory order."""
     from jaximp._rows import threads
 
     model, X, _, _ = train("multiclass", depth=6)
     ens = jaximp.from_catboost(model)
     X = np.resize(X, (2500, X.shape[1]))  # three steps of 1024 rows
+    regression = jaximp.from_catboost(train("regression", depth=6)[0])
     calls = {
         "leaf_indices": lambda: jaximp.leaf_indices(ens, X, batch_size=1024),
         "predict": lambda: jaximp.predict(ens, X, batch_size=1024),
+        "predict of one output": lambda: jaximp.predict(regression, X, batch_size=1024),  # 1-D
         "shap_values": lambda: jaximp.shap_values(ens, X, batch_size=1024),
     }
     expected = {name: call() for name, call in calls.items()}

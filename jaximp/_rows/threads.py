@@ -55,7 +55,7 @@ def copy_in_halves(target: np.ndarray, part: np.ndarray) -> None:
     host): writing fresh pages, which the kernel zeroes on first write, is most of the cost. The
     split is along the axis of ``target`` farthest apart in memory (the trees of a tree-major
     leaf table, the rows of row-major values), so that each thread writes its own pages."""
-    if target.ndim < 2 or target.nbytes < _SPLIT_COPY:
+    if target.nbytes < _SPLIT_COPY:
         target[...] = part
         return
     axis = int(np.argmax(target.strides))
