@@ -107,6 +107,10 @@ def core_workloads(model, ens, quick: bool) -> list[Workload]:
                  lambda: model.calc_leaf_indexes(X),
                  lambda: jaximp.leaf_indices(ens, X),
                  lambda a, b: "equal" if np.array_equal(a, b) else "DIFFERENT"),
+        Workload("leaf indices, dtype=np.uint8", n, "CatBoost calc_leaf_indexes",
+                 lambda: model.calc_leaf_indexes(X),
+                 lambda: jaximp.leaf_indices(ens, X, dtype=np.uint8),
+                 lambda a, b: "equal" if np.array_equal(a, b) else "DIFFERENT"),
     ]
 
 

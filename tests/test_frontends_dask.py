@@ -44,6 +44,11 @@ def test_row_functions_equal_memory(client, model):
     np.testing.assert_array_equal(phi.compute(), jaximp.shap_values(ens, X))
     np.testing.assert_array_equal(jaximp.dask.predict(ens, Xd).compute(), jaximp.predict(ens, X))
     np.testing.assert_array_equal(jaximp.dask.leaf_indices(ens, Xd).compute(), jaximp.leaf_indices(ens, X))
+    narrow = jaximp.dask.leaf_indices(ens, Xd, dtype=np.uint8)
+    assert narrow.dtype == np.uint8 and narrow.compute().dtype == np.uint8
+    np.testing.assert_array_equal(narrow.compute(), jaximp.leaf_indices(ens, X))
+    with pytest.raises(TypeError, match="dtype must be an integer type"):
+        jaximp.dask.leaf_indices(ens, Xd, dtype=np.float32)
     background = X[:30]
     np.testing.assert_array_equal(
         jaximp.dask.shap_values(ens, Xd, method="interventional", background=background).compute(),

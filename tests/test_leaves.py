@@ -180,6 +180,41 @@ def test_leaf_indices_in_steps_on_host_and_device(library):
     np.testing.assert_array_equal(jaximp.leaf_indices(ens, X[3]), expected[3])
 
 
+def test_leaf_indices_in_a_narrower_or_wider_dtype():
+    """``dtype``: any integer type that holds the model's leaf numbers gives the library's leaves
+    (CatBoost's depth-6 leaves in ``u8`` and ``i8``, its own ``u32``, XGBoost's node numbers,
+    scikit-learn's node ids past 255 in ``u16``); a type too narrow is refused naming one that
+    fits, as is a narrow type for a traced model whose numbers cannot be read, and a type that is
+    not an integer; rows on the device keep the type."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    X, y = models.make_data("regression", n=2000, n_features=6, seed=5, nan_fraction=0.0)
+    cat = catboost.CatBoostRegressor(iterations=20, depth=6, verbose=0, allow_writing_files=False).fit(X, y)
+    booster = xgb.XGBRegressor(n_estimators=10, max_depth=5).fit(X, y)
+    tree = DecisionTreeRegressor(max_leaf_nodes=300, random_state=0).fit(X, y)
+    cases = [(jaximp.from_catboost(cat), cat.calc_leaf_indexes(X), (np.uint8, np.int8, np.uint32, np.int64)),
+             (jaximp.from_xgboost(booster), booster.get_booster().predict(xgb.DMatrix(X), pred_leaf=True),
+              (np.uint8, np.int16)),
+             (jaximp.from_sklearn(tree), tree.apply(X)[:, None], (np.uint16, np.int64))]
+    assert tree.apply(X).max() > 255
+    for ens, expected, dtypes in cases:
+        for dtype in dtypes:
+            leaves = jaximp.leaf_indices(ens, X, dtype=dtype, batch_size=1024, progress=False)
+            assert leaves.dtype == dtype
+            np.testing.assert_array_equal(leaves, expected)
+    with pytest.raises(ValueError, match=r"dtype uint8 cannot hold .* \(up to \d+\); use uint16"):
+        jaximp.leaf_indices(cases[2][0], X, dtype=np.uint8)
+    with pytest.raises(ValueError, match="leaf numbers of a traced model are not known"):
+        jax.jit(lambda e, x: jaximp.leaf_indices(e, x, dtype=np.uint8))(cases[1][0], jnp.asarray(X, jnp.float32))
+    ens = cases[0][0]
+    for bad in (np.float32, bool, "leaves"):
+        with pytest.raises(TypeError, match="dtype must be an integer type"):
+            jaximp.leaf_indices(ens, X, dtype=bad)
+    on_device = jaximp.leaf_indices(ens, jnp.asarray(X, jnp.float32), dtype=np.uint8)
+    assert isinstance(on_device, jax.Array) and on_device.dtype == jnp.uint8
+    np.testing.assert_array_equal(np.asarray(on_device), cases[0][1])
+
+
 # Every library's trees -------------------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ The public names, their user documentation and an example are in :mod:`jaximp.da
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ except ImportError as e:  # pragma: no cover - dask is an optional dependency
 from jaximp._importances.permutation import permutation_setup, permuted_sums
 from jaximp._importances.scoring import ROW_SCORES, as_targets
 from jaximp._leaves.predict import leaf_indices as _leaf_indices
+from jaximp._leaves.predict import leaf_number_dtype
 from jaximp._leaves.predict import predict as _predict
 from jaximp._models.ensemble import check_model
 from jaximp._shap.explainer import Explainer
@@ -69,8 +71,8 @@ def _predict_chunk(ens: Any, rows: Any) -> np.ndarray:
     return np.asarray(_predict(ens, rows))
 
 
-def _leaves_chunk(ens: Any, rows: Any) -> np.ndarray:
-    return np.asarray(_leaf_indices(ens, rows))
+def _leaves_chunk(ens: Any, rows: Any, dtype: Any = np.int32) -> np.ndarray:
+    return np.asarray(_leaf_indices(ens, rows, dtype=dtype))
 
 
 def _shap_chunk(explainer: Any, rows: Any) -> np.ndarray:
@@ -115,7 +117,7 @@ def predict(ens: Any, X: Any) -> da.Array:
     return _per_chunk(_predict_chunk, X, _ship(ens), "predict", _out_shape(ens), np.float32)
 
 
-def leaf_indices(ens: Any, X: Any) -> da.Array:
+def leaf_indices(ens: Any, X: Any, *, dtype: Any = np.int32) -> da.Array:
     """The leaf each row reaches in each tree, as a lazy dask array: ``jaximp.leaf_indices`` per
     chunk.
 
@@ -127,13 +129,16 @@ def leaf_indices(ens: Any, X: Any) -> da.Array:
         X: ``dask.array [N, F]`` (chunked along rows; the columns are joined into one chunk) or
             a dask DataFrame (one task per partition; columns matched to the model's feature
             names, categorical columns raw).
+        dtype: the integer type of the result (``np.uint8`` takes a quarter of the memory for
+            trees of at most 256 leaves), as for ``jaximp.leaf_indices``.
 
     Returns:
-        ``i32[N, T]``: a dask array, chunked as the rows.
+        ``i32[N, T]`` (of ``dtype`` when given): a dask array, chunked as the rows.
 
     Raises:
-        TypeError: ``X`` is not a dask array or DataFrame.
-        ValueError: ``X`` is a dask array that is not 2-d.
+        TypeError: ``X`` is not a dask array or DataFrame, or ``dtype`` not an integer type.
+        ValueError: ``X`` is a dask array that is not 2-d, or ``dtype`` cannot hold the model's
+            leaf numbers.
 
     Examples:
         >>> import dask.array as da
@@ -141,7 +146,10 @@ def leaf_indices(ens: Any, X: Any) -> da.Array:
         >>> np.array_equal(jaximp.dask.leaf_indices(ens, rows).compute(), jaximp.leaf_indices(ens, X))
         True
     """
-    return _per_chunk(_leaves_chunk, X, _ship(ens), "leaf_indices", (ens.n_trees,), np.int32)
+    check_model(ens, "jaximp.dask.leaf_indices")
+    dtype = leaf_number_dtype(ens, dtype, device=False)
+    return _per_chunk(functools.partial(_leaves_chunk, dtype=dtype), X, _ship(ens), "leaf_indices",
+                      (ens.n_trees,), dtype)
 
 
 def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background: Any = None) -> da.Array:
