@@ -213,6 +213,13 @@ def test_leaf_indices_in_a_narrower_or_wider_dtype():
     on_device = jaximp.leaf_indices(ens, jnp.asarray(X, jnp.float32), dtype=np.uint8)
     assert isinstance(on_device, jax.Array) and on_device.dtype == jnp.uint8
     np.testing.assert_array_equal(np.asarray(on_device), cases[0][1])
+    swapped = np.dtype(np.int32).newbyteorder()
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, X, dtype=swapped), cases[0][1])  # on the host: as asked
+    with pytest.raises(ValueError, match="machine's byte order"):
+        jaximp.leaf_indices(ens, jnp.asarray(X, jnp.float32), dtype=swapped)
+    if not jax.config.jax_enable_x64:
+        with pytest.raises(ValueError, match="needs jax.config.update"):
+            jaximp.leaf_indices(ens, jnp.asarray(X, jnp.float32), dtype=np.int64)
 
 
 # Every library's trees -------------------------------------------------------------------------------------------

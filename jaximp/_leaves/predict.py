@@ -97,7 +97,7 @@ def leaf_indices(ens: Ensemble, X: Any, *, dtype: Any = np.int32, batch_size: in
         ValueError: ``X`` does not hold the model's features (a column count or names that
             differ, no rows, a missing value where the model forbids it), or ``dtype`` cannot
             hold the model's leaf numbers (or, for rows on a device, is 64-bit while JAX runs
-            without ``jax_enable_x64``).
+            without ``jax_enable_x64``, or not in the machine's byte order).
 
     Examples:
         >>> leaves = jaximp.leaf_indices(ens, X)
@@ -129,19 +129,25 @@ def leaf_number_dtype(ens: Ensemble, dtype: Any, device: bool) -> np.dtype:
         raise TypeError(f"leaf_indices: dtype must be an integer type such as np.int32 or np.uint8; got {dtype!r}")
     dtype = np.dtype(dtype)
     ids = getattr(ens, "leaf_ids", None)
-    if ids is not None and is_traced(ids):
-        if np.iinfo(dtype).max < np.iinfo(np.int32).max:
+    traced = ids is not None and is_traced(ids)  # node numbers not known: only int32 surely holds them
+    if traced:
+        largest = np.iinfo(np.int32).max
+    else:
+        largest = ens.n_leaves - 1 if ids is None else int(np.max(np.asarray(ids), initial=0))
+    if np.iinfo(dtype).max < largest:
+        if traced:
             raise ValueError(f"leaf_indices: the leaf numbers of a traced model are not known, so a {dtype} result "
                              "cannot be checked to hold them; use np.int32")
-        return dtype
-    largest = ens.n_leaves - 1 if ids is None else int(np.max(np.asarray(ids), initial=0))
-    if np.iinfo(dtype).max < largest:
         fits = next(np.dtype(t) for t in (np.uint8, np.uint16, np.int32) if np.iinfo(t).max >= largest)
         raise ValueError(f"leaf_indices: dtype {dtype} cannot hold this model's leaf numbers (up to {largest}); "
                          f"use {fits} or a wider integer type")
+    if device and not dtype.isnative:
+        raise ValueError(f"leaf_indices: a result on the device has the machine's byte order; got dtype {dtype.str}: "
+                         f"pass {dtype.newbyteorder('=')}, or rows in host memory (NumPy)")
     if device and jax.dtypes.canonicalize_dtype(dtype) != dtype:
-        raise ValueError(f"leaf_indices: a {dtype} result on the device needs jax.config.update('jax_enable_x64', "
-                         f"True); pass rows in host memory (NumPy) or a 32-bit dtype")
+        raise ValueError(f"leaf_indices: a 64-bit result ({dtype}) on the device needs "
+                         "jax.config.update('jax_enable_x64', True); pass rows in host memory (NumPy) or a "
+                         "32-bit dtype")
     return dtype
 
 
