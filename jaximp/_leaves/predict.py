@@ -128,19 +128,16 @@ def leaf_number_dtype(ens: Ensemble, dtype: Any, device: bool) -> np.dtype:
     if kind not in ("i", "u"):
         raise TypeError(f"leaf_indices: dtype must be an integer type such as np.int32 or np.uint8; got {dtype!r}")
     dtype = np.dtype(dtype)
-    ids = getattr(ens, "leaf_ids", None)
-    traced = ids is not None and is_traced(ids)  # node numbers not known: only int32 surely holds them
-    if traced:
-        largest = np.iinfo(np.int32).max
-    else:
-        largest = ens.n_leaves - 1 if ids is None else int(np.max(np.asarray(ids), initial=0))
-    if np.iinfo(dtype).max < largest:
-        if traced:
+    if np.iinfo(dtype).max < np.iinfo(np.int32).max:  # leaf numbers are int32: wider types hold them all
+        ids = getattr(ens, "leaf_ids", None)
+        if ids is not None and is_traced(ids):
             raise ValueError(f"leaf_indices: the leaf numbers of a traced model are not known, so a {dtype} result "
                              "cannot be checked to hold them; use np.int32")
-        fits = next(np.dtype(t) for t in (np.uint8, np.uint16, np.int32) if np.iinfo(t).max >= largest)
-        raise ValueError(f"leaf_indices: dtype {dtype} cannot hold this model's leaf numbers (up to {largest}); "
-                         f"use {fits} or a wider integer type")
+        largest = ens.n_leaves - 1 if ids is None else int(np.max(np.asarray(ids), initial=0))
+        if np.iinfo(dtype).max < largest:
+            fits = next(np.dtype(t) for t in (np.uint8, np.uint16, np.int32) if np.iinfo(t).max >= largest)
+            raise ValueError(f"leaf_indices: dtype {dtype} cannot hold this model's leaf numbers (up to {largest}); "
+                             f"use {fits} or a wider integer type")
     if device and not dtype.isnative:
         raise ValueError(f"leaf_indices: a result on the device has the machine's byte order; got dtype {dtype.str}: "
                          f"pass {dtype.newbyteorder('=')}, or rows in host memory (NumPy)")
