@@ -83,9 +83,10 @@ def leaf_indices(ens: Ensemble, X: Any, *, dtype: Any = np.int32, batch_size: in
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``i32[N, T]`` (``i32[T]`` for one row given 1-D; of ``dtype`` when given): NumPy for rows in host memory, a
-            ``jax.Array`` on the rows' device for rows given as one. Integers, so piecewise
-            constant in everything (``jaximp.soft_leaf_probabilities`` is a smooth version).
+        ``i32[N, T]`` (``i32[T]`` for one row given 1-D; of ``dtype`` when given): NumPy for
+            rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
+            Integers, so piecewise constant in everything (``jaximp.soft_leaf_probabilities``
+            is a smooth version).
             The NumPy result is tree-major in memory (Fortran order: each tree's column
             ``leaves[:, t]`` is contiguous), as the leaves are computed; indexing and NumPy
             functions do not depend on it, and ``np.ascontiguousarray(leaves)`` gives
