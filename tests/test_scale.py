@@ -110,8 +110,8 @@ def test_shap_does_not_depend_on_batch_size(method):
 def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypatch):
     """Large steps are copied to the host by two threads, each its half of the result's memory
     (the trees of a tree-major leaf table, the rows of row-major values): with every copy split,
-    leaves, predictions (one output or several) and SHAP values of several steps are identical to one-thread copies, and
-    the result keeps its memory order."""
+    leaves, predictions (one output or several) and SHAP values of several steps are identical
+    to one-thread copies, and the result keeps its memory order."""
     from jaximp._rows import threads
 
     model, X, _, _ = train("multiclass", depth=6)
