@@ -2,7 +2,7 @@
 
     python scripts/execute_notebooks.py notebooks/quickstart.ipynb [more.ipynb ...]
 
-Runs every cell with nbclient (``pip install nbclient ipykernel``; ipywidgets keeps tqdm's
+Runs every cell with nbclient (``python -m pip install -e ".[notebooks]"``; ipywidgets keeps tqdm's
 "IProgress not found" warning out of the outputs) in the notebook's folder, drops the per-cell
 execution timestamps and re-encodes each stored PNG with a 256-colour palette (the same picture,
 about three times smaller), so that a notebook stays a few hundred KB. Run it from a clone with

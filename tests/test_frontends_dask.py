@@ -11,16 +11,15 @@ non-symmetric trees run with ``-m slow``.
 
 from __future__ import annotations
 
+import dask.array as da
+import dask.dataframe as dd
+import distributed
 import numpy as np
 import pandas as pd
 import pytest
 from models import make_data, train
 
 import jaximp
-
-da = pytest.importorskip("dask.array")
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")

@@ -148,7 +148,8 @@ def named(request):
 def test_one_row_has_shaps_layout(name):
     """shap's TreeExplainer takes a 1-D row and drops the row axis; so does jaximp, with shap's
     numbers (scikit-learn models, which shap explains with its own tree algorithm)."""
-    shap = pytest.importorskip("shap")
+    import shap
+
     fitted = sklearn_model(name)
     X = np.nan_to_num(fitted.X[:5]).astype(np.float64)  # shap's sklearn path takes no NaN for GradientBoosting
     explainer = shap.TreeExplainer(fitted.model)

@@ -381,7 +381,6 @@ def test_interaction_is_differentiable_and_handles_stumps():
 
 def test_root_is_the_last_split():
     """CatBoost's plot_tree draws the split of the highest bit at the root (as split_importance reads it)."""
-    pytest.importorskip("graphviz")
     model, _, _, _ = models.train("regression", depth=4, iterations=3)
     ens = jaximp.from_catboost(model)
     for t in range(ens.n_trees):

@@ -58,7 +58,8 @@ def test_pruned_and_single_leaf_trees(params):
 
 
 def test_feature_names_from_a_data_frame():
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
+
     X, y = xgboost_data("regression")
     frame = pd.DataFrame(X, columns=[f"col_{i}" for i in range(X.shape[1])])
     booster = xgb.train(dict(max_depth=3, nthread=1), xgb.DMatrix(frame, y), num_boost_round=5)

@@ -46,7 +46,8 @@ def test_pandas_columns_are_matched_by_name(named):
 
 
 def test_polars_and_pool_inputs(named):
-    pl = pytest.importorskip("polars")
+    import polars as pl
+
     model, ens, frame = named
     expected = ens.predict(frame.to_numpy())
     polars_frame = pl.from_pandas(frame).select(list(frame.columns[::-1]))
@@ -169,7 +170,8 @@ def test_categorical_input_forms_agree(layout):
     np.testing.assert_array_equal(ens.predict(frame.to_numpy(dtype=object)), expected)
     np.testing.assert_array_equal(ens.predict(frame[list(reversed(frame.columns))]), expected)  # by name
     np.testing.assert_array_equal(ens.predict(frame, batch_size=16), expected)
-    polars = pytest.importorskip("polars")
+    import polars
+
     np.testing.assert_array_equal(ens.predict(polars.from_pandas(frame)), expected)
     np.testing.assert_array_equal(ens.predict(polars.from_pandas(as_category)), expected)
 
