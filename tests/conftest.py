@@ -22,7 +22,6 @@ from models import depthwise_multiclass, train  # noqa: E402
 
 import jaximp  # noqa: E402
 from jaximp._rows import batching as _batching  # noqa: E402
-from jaximp._rows import programs as _programs  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -32,7 +31,6 @@ def _release_compiled_programs():
     default limit of 65,530 mappings per process and XLA crashes in its next compilation."""
     yield
     _batching._compiled.cache_clear()
-    _programs.forget()
     jax.clear_caches()
 
 

@@ -4,8 +4,8 @@ Every kernel is compiled once per process for each model shape and step shape (1
 GPU, about 2 s per function on a CPU). JAX can keep compiled programs on disk and load them in
 later processes instead (``jax_compilation_cache_dir``); :func:`enable_compilation_cache` turns
 that on for every program, however quick to compile, and so does the environment variable
-``JAXIMP_COMPILATION_CACHE`` when ``jaximp`` is imported. While it is on, jaximp's programs are
-also kept whole, found again without being traced (``jaximp._rows.programs``).
+``JAXIMP_COMPILATION_CACHE`` when ``jaximp`` is imported. It is JAX's own cache, and the only one:
+a program is found on disk by its lowered form, keyed by JAX on everything that compiles it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import os
 from pathlib import Path
 
 import jax
-
-from jaximp._rows.programs import source_digest
 
 
 def default_cache_dir() -> Path:
@@ -36,14 +34,9 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     device kind and JAX version. It applies to all of the process's JAX programs, not only
     jaximp's.
 
-    jaximp's own programs are also kept whole, in ``jaximp-programs/`` inside ``path``, under a
-    key spelled from what each depends on (the function and its static arguments, the shapes,
-    dtypes and devices of its arguments, JAX's version and settings, jaximp's source): a later
-    process loads them without tracing or lowering them either, which JAX's cache alone must
-    do before it can look a program up. A SHAP call also lists the programs it ran (per
-    function and the shapes of its arguments), and the same call in a later process loads them
-    in a second thread while it builds its host-side plan. Loading a program runs code from
-    ``path``: the folder must be as trusted as the code itself (JAX's own cache asks the same).
+    A later process still traces and lowers each program, then loads it instead of compiling
+    it. Loading a program runs code from ``path``: the folder must be as trusted as the code
+    itself (JAX's warning on its persistent cache).
 
     Args:
         path: the cache directory (created if missing); None: ``$JAXIMP_CACHE_DIR`` if set, else
@@ -66,7 +59,6 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    source_digest()  # read once now, not by the first call that looks a program up
     return directory
 
 

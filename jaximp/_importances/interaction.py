@@ -14,6 +14,7 @@ the host (:func:`_credited_pairs`, CatBoost's ``CalcFeatureInteraction``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -24,7 +25,6 @@ from jax import Array
 from jaximp._importances.interaction_trees import internal_pair_scores, tree_interaction
 from jaximp._models.ensemble import Ensemble, check_model, safe_div
 from jaximp._models.oblivious import ObliviousEnsemble
-from jaximp._rows.programs import stored_jit
 
 OUTPUT_REDUCTIONS = ("sum", "abs")
 
@@ -47,10 +47,10 @@ def _pair_scores(ens: ObliviousEnsemble, output_reduction: str) -> Array:
     return jnp.where(upper & ens.split_mask[:, :, None] & ens.split_mask[:, None, :], score, 0.0)
 
 
-_pair_scores_kernel = stored_jit(_pair_scores, static_argnames=("output_reduction",))
+_pair_scores_kernel = jax.jit(_pair_scores, static_argnames=("output_reduction",))
 
 
-@stored_jit(static_argnames=("output_reduction",))
+@functools.partial(jax.jit, static_argnames=("output_reduction",))
 def _oblivious_interaction(ens: ObliviousEnsemble, *, output_reduction: str) -> Array:
     """``f32[F, F]`` the Interaction of a numeric oblivious ensemble."""
     fa, fb = ens.split_features[:, :, None], ens.split_features[:, None, :]

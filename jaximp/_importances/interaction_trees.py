@@ -35,6 +35,7 @@ JSON-reloaded model (checked on CTRs over several columns, where the orientation
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -45,7 +46,6 @@ from jax import Array
 from jaximp._models.ensemble import safe_div, to_columns
 from jaximp._models.trees import TreeEnsemble, parents, subtree_sums
 from jaximp._rows.batching import is_traced
-from jaximp._rows.programs import stored_jit
 
 
 @jax.tree_util.register_dataclass
@@ -128,7 +128,7 @@ def _key_scores(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -
     return _reduce_outputs(per_key, output_reduction)
 
 
-_key_scores_kernel = stored_jit(_key_scores, static_argnames=("output_reduction",))
+_key_scores_kernel = jax.jit(_key_scores, static_argnames=("output_reduction",))
 
 
 def _reduce_outputs(per_key: Array, output_reduction: str) -> Array:
@@ -188,7 +188,7 @@ def _pair_matrix(ens: TreeEnsemble, score: Array, pair: Array) -> Array:
     return 100.0 * safe_div(matrix, jnp.sum(pairs))
 
 
-@stored_jit(static_argnames=("output_reduction",))
+@functools.partial(jax.jit, static_argnames=("output_reduction",))
 def _interaction_kernel(ens: TreeEnsemble, terms: PairTerms, *, output_reduction: str) -> Array:
     return _pair_matrix(ens, _key_scores(ens, terms, output_reduction=output_reduction), terms.pair)
 

@@ -24,6 +24,7 @@ count). Other scores (ROC AUC, F1, functions) score the permuted predictions of 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,6 @@ from jaximp._leaves.predict import kernels as leaf_kernels
 from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
 from jaximp._rows.batching import like_rows, map_rows, on_device, sum_blocks
 from jaximp._rows.inputs import as_features, as_raw_columns, as_weights, featurize
-from jaximp._rows.programs import stored_jit
 
 if TYPE_CHECKING:
     from sklearn.utils import Bunch
@@ -307,7 +307,7 @@ def _materialized(ens: Ensemble, x: Any, raw_columns: Any, setup: PermutationSet
     return np.asarray(base, np.float64)[None, :] - np.asarray(scores, np.float64).T  # [G, R]
 
 
-@stored_jit(static_argnames=("score_fn", "n_outputs", "shared_rows"))
+@functools.partial(jax.jit, static_argnames=("score_fn", "n_outputs", "shared_rows"))
 def _scores(y: Array, w: Array, raw: Array, permuted: Array, *, score_fn: Callable, n_outputs: int,
             shared_rows: bool) -> tuple[Array, Array]:
     """``(f32[R], f32[R, G])`` the baseline's and each group's score per repeat, from results in
@@ -355,7 +355,7 @@ def _row_draws(key: Array, repeats: int, n: int, n_sub: int) -> list[tuple[np.nd
     return draws
 
 
-@stored_jit
+@jax.jit
 def _repeat_seeds(key: Array, repeats: Array) -> Array:
     """``u32[R, ...]``: the data of ``fold_in(key, r)`` for each repeat, in one dispatch."""
     return jax.random.key_data(jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, repeats))

@@ -37,7 +37,6 @@ from jaximp._models.trees import TreeEnsemble, subtree_sums
 from jaximp._rows.batching import where_rows
 from jaximp._rows.frames import is_pool
 from jaximp._rows.inputs import as_features, as_weights
-from jaximp._rows.programs import stored_jit
 
 
 def check_weights_known(ens: Ensemble, fn_name: str, fix: str) -> None:
@@ -110,7 +109,7 @@ EFFECTS = {
 }
 
 
-@stored_jit
+@jax.jit
 def _pvc_kernel(ens: Ensemble, weights: Array) -> Array:
     effect = EFFECTS[ens.layout](ens, weights)
     return 100.0 * safe_div(effect, jnp.sum(effect))

@@ -189,8 +189,8 @@ def model_loss(ens: Ensemble, fn_name: str) -> ModelLoss:
 @functools.cache
 def loss_score(name: str) -> Callable:
     """``(y, raw, w) -> -loss``, the "greater is better" score of the model loss ``name`` (a key of
-    :data:`MODEL_LOSSES`; API layout raw). A partial of a module function, so that a compiled
-    program's key can name it (``jaximp._rows.programs``)."""
+    :data:`MODEL_LOSSES`; API layout raw). A partial of a module function, made once per name,
+    so that jitted programs taking it as a static argument are compiled once."""
     return functools.partial(_negated_loss, name=name)
 
 

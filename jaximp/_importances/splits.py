@@ -18,6 +18,8 @@ the node's children, so the two differ.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import Array
@@ -26,7 +28,6 @@ from jaximp._importances.pvc import check_weights_known, depth_sums, feature_sum
 from jaximp._models.ensemble import Ensemble, check_model, safe_div, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble, node_covers, parents
-from jaximp._rows.programs import stored_jit
 
 SPLIT_IMPORTANCE_TYPES = ("weight", "split", "gain", "total_gain", "cover", "total_cover", "impurity")
 _COUNTS = ("weight", "split")
@@ -70,7 +71,7 @@ def _node_gains(leaf_values: Array, weights: Array) -> Array:
     return jnp.stack(gains, axis=1)
 
 
-@stored_jit(static_argnames=("type",))
+@functools.partial(jax.jit, static_argnames=("type",))
 def _oblivious_kernel(ens: ObliviousEnsemble, *, type: str) -> Array:
     tree_depth = jnp.sum(ens.split_mask, axis=1, keepdims=True)  # [T, 1]
     level = tree_depth - 1 - jnp.arange(ens.depth)  # [T, D]: distance of depth d from the root
@@ -117,7 +118,7 @@ def _reachable(ens: TreeEnsemble) -> Array:
     return reach & two_sided
 
 
-@stored_jit(static_argnames=("type",))
+@functools.partial(jax.jit, static_argnames=("type",))
 def _trees_kernel(ens: TreeEnsemble, *, type: str) -> Array:
     real = _reachable(ens).astype(jnp.float32)  # [T, M]
     weight = feature_sums(ens, real, ens.node_features)

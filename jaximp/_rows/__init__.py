@@ -4,6 +4,5 @@ Arrays and DataFrames are matched to the model's columns (``inputs``, ``frames``
 columns become CatBoost's hashes and evaluated features (``hashing``, ``featurize``,
 ``ctr_values``) or the category codes of XGBoost, LightGBM and scikit-learn (``codes``); and
 kernels run over rows in fixed-size padded steps, sharded over devices (``batching``), each
-step in blocks of rows (``blocks``), by programs that the compilation cache keeps on disk whole
-(``programs``).
+step in blocks of rows (``blocks``).
 """

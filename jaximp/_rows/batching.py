@@ -39,7 +39,6 @@ import numpy as np
 from jax import Array
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaximp._rows.programs import stored_jit
 from jaximp._rows.threads import copy_in_halves
 
 _ROW_AXIS = "rows"
@@ -172,7 +171,7 @@ def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, 
     fn = functools.partial(kernel, **dict(static))
     mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
     out = _ROW_SPECS[rows_at]
-    return stored_jit(
+    return jax.jit(
         fn,
         in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, _ROW_SPECS[rows_in])),
         out_shardings=NamedSharding(mesh, out),

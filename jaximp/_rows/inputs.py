@@ -29,7 +29,6 @@ from jaximp._rows.featurize import featurize_columns
 from jaximp._rows.frames import EvaluatedRows, check_shape, frame_columns, frame_positions, is_pool
 from jaximp._rows.hashing import hash_column
 from jaximp._rows.pools import pool_rows
-from jaximp._rows.programs import stored_jit
 from jaximp._rows.thresholds import library_rows
 
 
@@ -147,7 +146,7 @@ def without_subnormals(x: Any) -> Any:
     return x
 
 
-@stored_jit
+@jax.jit
 def _device_without_subnormals(x: jax.Array) -> jax.Array:
     bits = jax.lax.bitcast_convert_type(x, jnp.int32)
     subnormal = ((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)

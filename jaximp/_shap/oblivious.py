@@ -51,7 +51,6 @@ from jaximp._leaves.tables import mean_prediction
 from jaximp._models.ensemble import kept_last, squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows
-from jaximp._rows.programs import stored_jit
 from jaximp._shap import oblivious_tables as _shap_tables
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -100,7 +99,7 @@ def _tables(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = 
 # table entries T 4**D; a program traced inside another (jax.jit, jax.grad) is compiled with it,
 # and with JAX's persistent cache on, programs compile once per machine: optimized.
 _QUICK_ENTRIES = 1 << 19
-_PROGRAMS = {quick: stored_jit(_tables, static_argnames=("kind", "training"), **options)
+_PROGRAMS = {quick: jax.jit(_tables, static_argnames=("kind", "training"), **options)
              for quick, options in ((False, {}), (True, {"compiler_options": {"xla_backend_optimization_level": 0}}))}
 
 

@@ -43,7 +43,6 @@ from jax import Array
 
 from jaximp._models.ensemble import safe_div
 from jaximp._models.oblivious import ObliviousEnsemble
-from jaximp._rows.programs import stored_jit
 
 MAX_DEPTH = 12  # tables cost O(D 4**D) per tree and output
 _TABLE_FLOATS = 1 << 19  # per-chunk budget of the largest per-tree intermediate (2 MiB: stays in cache)
@@ -202,7 +201,7 @@ def saabas_table(q: Array, depth_players: Array, depth: int) -> Array:
     return jnp.einsum("ldk,dp->pkl", per_depth, slots.astype(per_depth.dtype))
 
 
-@stored_jit  # one program, not a dozen op-by-op compiles on a first call
+@jax.jit  # one program, not a dozen op-by-op compiles on a first call
 def effective_weights(ens: ObliviousEnsemble, weights: Array | None = None) -> Array:
     """``f32[T, L]`` the leaf weights (``ens.leaf_weights`` unless given), or uniform over a
     tree's real leaves where they sum to 0."""

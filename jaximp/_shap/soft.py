@@ -37,6 +37,7 @@ trees), ``n`` (the rows of a block) and ``n_points`` (the nodes of the quadratur
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -49,7 +50,6 @@ from jaximp._models.trees import TreeEnsemble, from_oblivious, leaf_paths, paren
 from jaximp._rows.batching import map_rows
 from jaximp._rows.blocks import map_blocks, row_blocks
 from jaximp._rows.inputs import as_features
-from jaximp._rows.programs import stored_jit
 from jaximp._shap.games import quadrature
 from jaximp._shap.paths import tree_paths
 
@@ -147,7 +147,7 @@ def soft_trees(trees: TreeEnsemble, temperatures: Array, *, shap: bool = False) 
                      trees.scale * trees.leaf_values, **extra)
 
 
-@stored_jit(static_argnames=("shap",))
+@functools.partial(jax.jit, static_argnames=("shap",))
 def _prepare(ens: Ensemble, temperatures: Array, *, shap: bool = False) -> tuple[SoftTrees, Array]:
     """``(chunked soft trees, bias f[K])`` of ``ens`` (an oblivious tree unrolled to general
     trees, its borders kept differentiable), in one compiled program."""

@@ -20,6 +20,7 @@ trees of a chunk of trees), ``n_chunks``, a bucket's ``leaves`` per chunk and ``
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -33,7 +34,6 @@ from jaximp._models.ensemble import kept_last, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, resolve_devices, sum_rows
 from jaximp._rows.blocks import row_blocks
-from jaximp._rows.programs import stored_jit
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.layouts import Layout, bucket_leaves, chunk_sizes, interventional_costs, path_costs, plan_layout
 from jaximp._shap.paths import (
@@ -305,7 +305,7 @@ def _plan(ens: TreeEnsemble, weights: Array, leaves: tuple[Array, ...], structur
     return dataclasses.replace(chunked, parts=tuple(parts))
 
 
-_PLAN = stored_jit(_plan, static_argnames=("trees", "layout", "table"))
+_PLAN = jax.jit(_plan, static_argnames=("trees", "layout", "table"))
 
 # A plan is built once per call. In NumPy it takes a few hundredths of a second, where compiling it
 # as a JAX program took 0.4 s (100 LightGBM trees of 63 leaves, 28 deep; with LLVM's optimizations
@@ -389,7 +389,7 @@ def _histogram_batch(ens: TreeEnsemble, batch_size: int | None) -> int:
     return rows if batch_size is None else min(rows, batch_size)
 
 
-@stored_jit(static_argnames=("layout",))
+@functools.partial(jax.jit, static_argnames=("layout",))
 def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout: Layout) -> Plan:
     """``plan`` with the table buckets' tables built from their background pattern histograms
     ``f32[n_chunks, leaves, 2**d]`` (``jaximp._shap.games.interventional_table``)."""

@@ -40,7 +40,6 @@ from jaximp._models.ensemble import Ensemble, check_model
 from jaximp._models.trees import from_oblivious
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
-from jaximp._rows.programs import prefetched
 from jaximp._shap import oblivious, trees
 
 
@@ -255,10 +254,9 @@ def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int |
     ens, kernels = layout_kernels(ens, method, background, fn_name)
     X, single = one_row(X, ens, fn_name)
     x, background = _rows(ens, X, background, fn_name)
-    with prefetched(fn_name, {"method": method, "batch_size": batch_size, "devices": devices}, (ens, x, background)):
-        plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-        values = kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                                reduce=reduce, progress=progress)
+    plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    values = kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                            reduce=reduce, progress=progress)
     return values if reduce else first_row(values, single)
 
 
@@ -404,9 +402,8 @@ def _interactions(ens: Any, X: Any, *, batch_size: int | None, devices: Any, fn_
     ens, kernels = layout_kernels(ens, "path_dependent", None, fn_name)
     X, single = one_row(X, ens, fn_name)
     x = as_features(X, ens, fn_name)
-    with prefetched(fn_name, {"batch_size": batch_size, "devices": devices, "per_player": per_player}, (ens, x)):
-        values = kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                                      reduce=reduce, progress=progress, per_player=per_player)
+    values = kernels.interactions(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                                  reduce=reduce, progress=progress, per_player=per_player)
     return values if reduce else first_row(values, single)
 
 
