@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 from models import depthwise_multiclass, train  # noqa: E402
 
 import jaximp  # noqa: E402
-from jaximp._rows import batching as _batching  # noqa: E402
+from jaximp._rows import devices as _devices  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -30,7 +30,8 @@ def _release_compiled_programs():
     programs, each holding its own memory mappings; kept alive to the end, they exceed Linux's
     default limit of 65,530 mappings per process and XLA crashes in its next compilation."""
     yield
-    _batching._compiled.cache_clear()
+    _devices.sharded_step.cache_clear()
+    _devices.device_step.cache_clear()
     jax.clear_caches()
 
 

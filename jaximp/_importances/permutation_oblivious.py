@@ -38,8 +38,9 @@ from jaximp._importances.scoring import RowScore, block_sums
 from jaximp._leaves.oblivious import leaf_dtype, quantize, tree_leaves_from_bins
 from jaximp._leaves.tables import leaf_prediction
 from jaximp._models.oblivious import ObliviousEnsemble
-from jaximp._rows.batching import map_rows, resolve_devices
+from jaximp._rows.batching import map_rows
 from jaximp._rows.blocks import power_of_two_rows, row_blocks
+from jaximp._rows.devices import resolve_devices
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns

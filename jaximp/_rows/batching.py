@@ -6,11 +6,12 @@ Every function of jaximp that takes rows runs its per-row kernel through :func:`
   of blocks (the last block zero-padded), so device memory is bounded for any N and only a few
   step shapes are ever compiled (once per step shape and model shape): a second call of the
   same N, or of any N the compiled shapes cover, does not recompile;
-* with several devices, each step is sharded along rows (``NamedSharding(mesh, P("rows"))``)
-  and the kernel's other arguments (model, tables) are replicated;
+* with several devices, each device runs the kernel on its own slice of every step's rows and
+  the kernel's other arguments (model, tables) are placed on each once per call
+  (``jaximp._rows.devices``);
 * results live where the rows are: rows in host memory give NumPy arrays, each step copied to
   the host while the next one runs; rows given as ``jax.Array`` give ``jax.Array`` results left
-  on the device (no host copy);
+  on the devices that hold the rows, split over them the same way (no host copy);
 * a reduction over rows (:func:`sum_rows`, :func:`sum_blocks`, :func:`mean_abs_rows`) adds each
   step's result and never holds a per-row result for all rows;
 * the default step size comes from the kernel's per-row output footprint (``row_floats``) and the
@@ -25,23 +26,30 @@ the inputs, so results do not depend on batch size or device count.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import inspect
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
+from jaximp._rows.devices import (
+    device_step,
+    joined,
+    on_mesh,
+    resolve_devices,
+    row_mesh,
+    rows_devices,
+    sharded_step,
+)
 from jaximp._rows.threads import copy_in_halves
 
-_ROW_AXIS = "rows"
 # Rows per fused block: every row of an untraced call goes through the same compiled block
 # program, so a row's result (down to the order of float sums) never depends on batch size,
 # N or device count. Small on CPU so that a block's tables stay in cache.
@@ -80,27 +88,6 @@ def gc_paused():
             _GC["pauses"] -= 1
             if not _GC["pauses"] and _GC["was_on"]:
                 gc.enable()
-
-
-def resolve_devices(devices: Any, fn_name: str) -> tuple[jax.Device, ...]:
-    """Normalise ``devices=`` (None, an int or a sequence of ``jax.Device``) to a tuple."""
-    if devices is None:
-        return (jax.devices()[0],)
-    available = jax.devices()
-    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
-        if not 1 <= devices <= len(available):
-            raise ValueError(
-                f"{fn_name}: devices must be between 1 and {len(available)} (the devices JAX "
-                f"sees); got {devices}"
-            )
-        return tuple(available[: int(devices)])
-    if isinstance(devices, Sequence) and devices and all(
-        isinstance(d, jax.Device) for d in devices
-    ):
-        return tuple(devices)
-    raise TypeError(
-        f"{fn_name}: devices must be None, an int or a list of jax.Device; got {devices!r}"
-    )
 
 
 def device_memory(device: jax.Device) -> int:
@@ -155,29 +142,6 @@ def step_shape(batch_size: Any, device: jax.Device, fn_name: str, row_floats: in
     return -(-rows // block) * block, block
 
 
-_ROW_SPECS = {  # where an array of a step holds its rows
-    "reduce": PartitionSpec(),  # nowhere: a per-step reduction, replicated
-    "first": PartitionSpec(_ROW_AXIS),
-    "last": PartitionSpec(None, _ROW_AXIS),  # [..., n] two-dimensional outputs
-}
-
-
-@functools.cache
-def _compiled(kernel: Callable, devices: tuple[jax.Device, ...], static: tuple, rows_at: str,
-              rows_in: str = "first") -> Callable:
-    """``kernel`` jitted with its rows sharded over ``devices`` along their first axis (their last
-    for ``rows_in="last"``: feature-major rows); its output sharded along its rows (``rows_at``:
-    ``"first"`` or ``"last"``), or replicated (``"reduce"``)."""
-    fn = functools.partial(kernel, **dict(static))
-    mesh = Mesh(np.asarray(devices), (_ROW_AXIS,))
-    out = _ROW_SPECS[rows_at]
-    return jax.jit(
-        fn,
-        in_shardings=(NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, _ROW_SPECS[rows_in])),
-        out_shardings=NamedSharding(mesh, out),
-    )
-
-
 def features_first(kernel: Callable, rows: Any) -> bool:
     """Whether to hand ``kernel`` its rows feature-major, ``[E, n]`` steps of ``rows.T``: the rows
     are one host array laid out so (Fortran order, as a categorical model's featurized rows and
@@ -185,14 +149,6 @@ def features_first(kernel: Callable, rows: Any) -> bool:
     step then reaches the device by contiguous copies, and the kernel reads it without a transpose."""
     return (isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.flags.f_contiguous
             and not rows.flags.c_contiguous and "features_first" in inspect.signature(kernel).parameters)
-
-
-def _rows_device(rows: Any) -> Any:
-    """The device of rows given as ``jax.Array``s on a single device (computed there), else None."""
-    for a in jax.tree_util.tree_leaves(rows):
-        if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer) and len(a.devices()) == 1:
-            return list(a.devices())
-    return None
 
 
 def is_traced(tree: Any) -> bool:
@@ -233,7 +189,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
     a progress bar.
     """
-    devs = resolve_devices(_rows_device(rows) if devices is None else devices, fn_name)
+    devs = resolve_devices(rows_devices(rows) if devices is None else devices, fn_name)
     per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
     static = {**static, **platform_static(kernel, devs[0])}
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
@@ -244,10 +200,20 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     transposed = features_first(kernel, rows)
     if transposed:  # steps of the [E, N] array: ``_padded`` pads the last axis
         static, rows = {**static, "features_first": True}, rows.T
-    compiled = _compiled(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at,
+    compiled = sharded_step(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at,
                          "last" if transposed else "first")
-    cut = (lambda a, start, step: _padded(a[:, start : start + step], step, axis=1)) if transposed else (  # noqa: E731
-        lambda a, start, step: _padded(a[start : start + step], step))
+    mesh = row_mesh(devs)
+    params = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))  # once per call
+    axis = 1 if transposed else 0
+    if on_device(rows):  # cut on the device, each step placed split over the devices
+        rows = jax.tree_util.tree_map(lambda a: on_mesh(a, mesh, axis), rows)
+
+        def cut(a, start, step):
+            first = jax.device_put(np.int32(start), NamedSharding(mesh, PartitionSpec()))
+            return device_step(mesh, axis, step)(a, first)
+    else:
+        def cut(a, start, step):
+            return _padded(a[(slice(None),) * axis + (slice(start, start + step),)], step, axis=axis)
     bar = progress_bar(progress and n > per_device * len(devs), n, fn_name, delay=_PROGRESS_DELAY)
     start = 0
     try:
@@ -342,13 +308,7 @@ def on_device(rows: Any) -> bool:
 def _on_device(steps: Any, n: int, dtype: Any, axis: int = 0) -> Any:
     """The steps' outputs joined on the device along their rows' ``axis`` (0, or -1 for
     two-dimensional row-last outputs), padding dropped (see :func:`map_rows`)."""
-    outs = list(steps)
-    if len(outs) == 1:
-        joined = outs[0]
-    else:
-        joined = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts, axis=axis), *outs)
-    kept = (lambda a: a[:n]) if axis == 0 else (lambda a: a[:, :n])  # noqa: E731
-    return jax.tree_util.tree_map(lambda a: kept(a) if dtype is None else kept(a).astype(dtype), joined)
+    return joined(tuple(steps), n=n, axis=axis, dtype=None if dtype is None else np.dtype(dtype))
 
 
 def sum_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,
@@ -468,7 +428,7 @@ def like_rows(result: Any, rows: Any) -> Any:
     (or the default one) when they are ``jax.Array``s."""
     if not on_device(rows):
         return result
-    device = _rows_device(rows)
+    device = rows_devices(rows)
     return jax.device_put(result, device[0] if device else None)
 
 

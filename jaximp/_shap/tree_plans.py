@@ -32,8 +32,9 @@ from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
 from jaximp._models.ensemble import kept_last, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import gc_paused, is_traced, resolve_devices, sum_rows
+from jaximp._rows.batching import gc_paused, is_traced, sum_rows
 from jaximp._rows.blocks import row_blocks
+from jaximp._rows.devices import resolve_devices
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.layouts import Layout, bucket_leaves, chunk_sizes, interventional_costs, path_costs, plan_layout
 from jaximp._shap.paths import (
