@@ -109,33 +109,38 @@ def test_bucket_leaves_hold_every_leaf_once():
             assert inside.min() > b.shallowest and inside.max() <= b.depth
 
 
-def test_few_rows_loop_the_quadrature_nodes_unless_programs_are_cached(tmp_path):
-    """A call on few rows pays for compiling its buckets: SHAP values loop the quadrature nodes of
-    each bucket (one node's code), where many rows take them unrolled (faster passes). With JAX's
-    persistent cache on, programs compile once per machine: nodes unrolled, and as many buckets
-    as explaining the rows takes, whatever their number."""
-    import jax
-
+def test_few_rows_loop_the_quadrature_nodes_in_the_cost_model():
+    """The cost model weighs compiling a bucket's code against its rows' work: spread over few
+    rows, SHAP values loop the quadrature nodes of each bucket (one node's code); over many, they
+    take them unrolled (faster passes)."""
     import jaximp._shap.tree_plans as tree_shap
     from jaximp._shap.layouts import path_costs, plan_layout
 
-    ens = lightgbm_deep().ens
-    few = tree_shap._layout(ens, "path", n_rows=64)[0]
-    assert all(b.looped for b in few if b.depth > 2)
-    assert not any(b.looped for b in tree_shap._layout(ens, "pairs", n_rows=64)[0])  # interactions: unrolled
     players = np.random.default_rng(0).integers(1, 16, size=(500, 127))  # 500 trees: loops cost many rows more
     for rows, looped in [(64, True), (1 << 16, False)]:
         layout = plan_layout(players, 500, 127, 20, table_depth=0, table_floats=lambda d: 0, table_bytes=0,
                              costs=lambda d: path_costs(d, rows), compile_cost=tree_shap._BUCKET_COMPILE_NS / rows,
                              node_compile_cost=tree_shap._NODE_COMPILE_NS / rows)
         assert [b.looped for b in layout] == [looped and b.depth > 2 for b in layout]
+
+
+def test_a_layout_is_the_models_whatever_the_rows_or_the_cache(tmp_path):
+    """jaximp plans every layout for the same number of rows (its compile time spread over them),
+    so that the layout, and with it a row's bits, is the model's: the same with JAX's persistent
+    cache on (tests/test_row_independence.py explains the rows); interactions unrolled."""
+    import jax
+
+    import jaximp._shap.tree_plans as tree_shap
+
+    ens = lightgbm_deep().ens
+    layout = tree_shap._layout(ens, "path")[0]
+    assert not any(b.looped for b in tree_shap._layout(ens, "pairs")[0])
     saved = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))  # nothing compiled while it is on
     try:
-        cached = tree_shap._layout(ens, "path", n_rows=64)[0]
+        assert tree_shap._layout(ens, "path")[0] == layout
     finally:
         jax.config.update("jax_compilation_cache_dir", saved)
-    assert not any(b.looped for b in cached) and len(cached) > len(few)
 
 
 def test_few_rows_loop_more_than_ten_nodes_only_over_few_leaves():
@@ -158,21 +163,16 @@ def test_few_rows_loop_more_than_ten_nodes_only_over_few_leaves():
     assert all(b.count <= players.size // 50 for b in layout if b.looped and b.depth > 20)
 
 
-def test_an_explainer_lays_its_plan_out_for_many_rows():
-    """An Explainer's plan serves call after call: its layout is the one for many rows (less
-    padding, more code), where one shap_values call on the same few rows compiles fewer buckets;
-    both give LightGBM's values."""
+def test_an_explainer_lays_its_plan_out_as_shap_values_does():
+    """An Explainer's plan is the one a shap_values call makes: the same layout and the same
+    bits, LightGBM's values."""
     import jaximp._shap.tree_plans as tree_shap
-    from jaximp._shap.explainer import MANY_ROWS
 
     fitted = lightgbm_deep()
     ens, x = fitted.ens, lightgbm_rows(fitted.model, fitted.X, 64)
     explainer = jaximp.Explainer(ens)
-    many = tree_shap._layout(ens, "path", n_rows=MANY_ROWS)[0]
-    assert explainer.tables.kind.layout == many
-    few = tree_shap._layout(ens, "path", n_rows=tree_shap.rows_hint(x))[0]
-    assert len(many) > len(few)  # the rows' work outweighs compiling another bucket
-    assert_close(explainer.shap_values(x), jaximp.shap_values(ens, x))
+    assert explainer.tables.kind.layout == tree_shap._layout(ens, "path")[0]
+    np.testing.assert_array_equal(explainer.shap_values(x), jaximp.shap_values(ens, x))
     assert_close(explainer.shap_values(x), lightgbm_contributions(fitted.model, x)[0][:, :, 0])
 
 
@@ -289,12 +289,17 @@ def test_deep_forest_uses_the_deep_kernel_and_matches_shap():
 
 
 def test_few_rows_take_fewer_buckets():
-    """Each bucket is code of its own, compiled on the first call: the layout for a few rows weighs
-    that time and keeps fewer buckets than the layout for many rows, which spreads it thin."""
+    """Each bucket is code of its own, compiled on the first call: the cost model for a few rows
+    weighs that time and keeps fewer buckets than for many rows, which spreads it thin."""
     import jaximp._shap.tree_plans as tree_shap
+    from jaximp._shap.layouts import path_costs, plan_layout
+    from jaximp._shap.paths import path_players
 
     ens = lightgbm_deep().ens
-    few, many = (tree_shap._layout(ens, "path", n_rows=n)[0] for n in (64, 1 << 16))
+    few, many = (plan_layout(path_players(ens), ens.n_trees, ens.n_leaves, ens.depth, table_depth=0,
+                             table_floats=lambda d: 0, table_bytes=0, costs=lambda d, n=n: path_costs(d, n),
+                             compile_cost=tree_shap._BUCKET_COMPILE_NS / n,
+                             node_compile_cost=tree_shap._NODE_COMPILE_NS / n) for n in (64, 1 << 16))
     assert 1 <= len(few) < len(many)
     assert few[-1].depth == many[-1].depth  # every leaf is still in a bucket as deep as its path
 
@@ -337,7 +342,7 @@ def test_plans_built_in_numpy_equal_the_plans_jax_builds(table):
 
     ens = lightgbm_deep().ens
     structure = host_structure(ens)
-    layout, players = tree_plans._layout(ens, "path", n_rows=64, structure=structure)
+    layout, players = tree_plans._layout(ens, "path", structure=structure)
     step = tree_plans._step(ens, tree_plans.Kind("path", layout))
     leaves = bucket_leaves(players, layout, -(-ens.n_trees // step.trees) * step.trees, ens.n_leaves, step.leaves)
     weights = np.asarray(ens.leaf_weights)

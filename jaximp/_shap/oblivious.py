@@ -96,8 +96,9 @@ def _tables(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = 
 # Compiled without LLVM's optimizations of its machine code it compiles in half the time (100 trees
 # of depth 6: 0.94 -> 0.49 s) and runs 8-12 times slower (0.002 -> 0.015 s; 1000 trees 0.009 ->
 # 0.10 s), which pays for tables built once per model and, built at every call, up to this many
-# table entries T 4**D; a program traced inside another (jax.jit, jax.grad) is compiled with it,
-# and with JAX's persistent cache on, programs compile once per machine: optimized.
+# table entries T 4**D; a program traced inside another (jax.jit, jax.grad) is compiled with it.
+# The choice is the model's (and background's), never a global setting's: the two programs may
+# round the tables' sums differently.
 _QUICK_ENTRIES = 1 << 19
 _PROGRAMS = {quick: jax.jit(_tables, static_argnames=("kind", "training"), **options)
              for quick, options in ((False, {}), (True, {"compiler_options": {"xla_backend_optimization_level": 0}}))}
@@ -109,8 +110,7 @@ def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = F
     the tables' program is traced into the caller's)."""
     traced = is_traced((ens, dist, x))
     own = dist is ens.leaf_weights and not traced
-    cached = bool(jax.config.jax_compilation_cache_dir)  # programs compile once per machine
-    quick = not traced and not cached and (own or ens.n_trees * 4 ** ens.depth <= _QUICK_ENTRIES)
+    quick = not traced and (own or ens.n_trees * 4 ** ens.depth <= _QUICK_ENTRIES)
 
     def build():
         with gc_paused():  # a first call traces and lowers the tables' program here
@@ -142,8 +142,7 @@ def _distribution(ens: ObliviousEnsemble, method: str, background: Any, x: Any, 
 
 
 def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any = None,
-         batch_size: int | None = None, devices: Any = None, fn_name: str = "shap_values",
-         n_rows: int | None = None) -> ShapTables:
+         batch_size: int | None = None, devices: Any = None, fn_name: str = "shap_values") -> ShapTables:
     """Per-tree SHAP tables of ``ens`` for ``method`` (see the module docstring), computed once.
 
     Args:
@@ -152,8 +151,6 @@ def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any 
         background: checked rows ``f32[B, E]`` for ``method="interventional"``, else None.
         x: the checked rows to be explained, which give the leaf weights of a model that carries
             none (see :func:`training_distribution`).
-        n_rows: the rows a plan of general trees is laid out for; symmetric trees' tables are the
-            same for any number.
     """
     dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                          effective=False)  # training weights made uniform inside the tables' program

@@ -55,6 +55,7 @@ MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**d floats per leaf
 _TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table buckets turn to quadrature beyond
 _BUCKET_COMPILE_NS = 2e8  # a bucket's code adds about 0.2 s to a first call's compiling (measured on CPU)
 _NODE_COMPILE_NS = 1e8  # and each unrolled quadrature node of SHAP values 0.1 s (9 nodes: 1.8 s, looped 0.9 s)
+_LAYOUT_ROWS = 1 << 16  # the rows a layout is planned for (its compile time spread over them): never the call's
 _BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets count missed edges
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
 _HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
@@ -151,26 +152,26 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
     return d * k + (3 if tables else 6) * d
 
 
-def _layout(ens: TreeEnsemble, name: str, n_background: int = 0, n_rows: int | None = None,
+def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
             structure: Structure | None = None) -> tuple[Layout, np.ndarray | None]:
     """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
-    traced); tables are built once for the ``n_rows`` rows to explain (256 when not known).
+    traced).
 
-    Compiling a bucket's code is a cost of the call, spread over its rows: a first call on few
-    rows takes fewer buckets, with looped quadrature nodes. With JAX's persistent compilation
-    cache on, programs are compiled once per machine, and the layout is the one that explains
-    rows fastest (100 LightGBM trees of 63 leaves, 1,000 rows: 0.13 s where the layout of a
-    first call without the cache takes 0.24 s, and 0.8 s less to compile)."""
+    The layout is the model's, whatever the rows: a row's values never depend on how many rows
+    come with it, nor on whether the compilation cache is on (buckets and looped quadrature nodes
+    each round differently). It is planned for :data:`_LAYOUT_ROWS` rows, over which a bucket's
+    compile time is spread: the layout that explains many rows fastest, and no slower to compile
+    than those once chosen for a first call on few rows (100 LightGBM trees of 63 leaves, 1,000
+    rows: 1.6 s to a first call's result against 2.0 s, then 0.10 s a call against 0.35 s)."""
     players = path_players(ens, structure)
     table_depth = {"pairs": MAX_PAIR_DEPTH, "path": 0, "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
-    rows = max(n_rows or 256, 1)
-    spread = 0.0 if jax.config.jax_compilation_cache_dir else 1.0 / rows  # compile time per row explained
+    rows = _LAYOUT_ROWS
     costs = ((lambda d: path_costs(d, rows, pairs=name == "pairs")) if name != "interventional"
              else lambda d: interventional_costs(d, n_background, rows))
     layout = plan_layout(players, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
                          table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs,
-                         compile_cost=_BUCKET_COMPILE_NS * spread,
-                         node_compile_cost=_NODE_COMPILE_NS * spread if name == "path" else 0.0)
+                         compile_cost=_BUCKET_COMPILE_NS / rows,
+                         node_compile_cost=_NODE_COMPILE_NS / rows if name == "path" else 0.0)
     return layout, players
 
 
@@ -193,13 +194,6 @@ def _platform(devices: Any, x: Any, fn_name: str) -> str:
     if devices is None and isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
         devices = list(x.devices())
     return resolve_devices(devices, fn_name)[0].platform
-
-
-def rows_hint(x: Any) -> int | None:
-    """The number of rows ``x`` to explain, rounded down to a power of two in ``[64, 2**16]``
-    (layouts change only at those steps), or None when not known."""
-    n = getattr(x, "shape", (None,))[0]
-    return None if n is None else 1 << int(np.clip(int(n), 64, 1 << 16)).bit_length() - 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -325,12 +319,12 @@ def _on_host(ens: TreeEnsemble, weights: Array, table: str, x: Any = None) -> bo
 
 
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
-                n_background: int = 0, n_rows: int | None = None) -> ShapPlan:
+                n_background: int = 0) -> ShapPlan:
     """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
     ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their platform sizes the steps),
-    with the tables of the path-dependent kinds built (``n_rows``: :func:`rows_hint`)."""
+    with the tables of the path-dependent kinds built."""
     structure = host_structure(ens)  # once: the layout and the plan read it
-    layout, players = _layout(ens, name, n_background, n_rows, structure)
+    layout, players = _layout(ens, name, n_background, structure)
     kind = Kind(name, layout)
     step = _step(ens, kind, _platform(devices, x, fn_name))
     n_trees = -(-ens.n_trees // step.trees) * step.trees
@@ -405,15 +399,15 @@ def _interventional_tables(plan: Plan, histograms: tuple[Array, ...], *, layout:
 
 
 def interventional_plan(ens: TreeEnsemble, background: Any, *, x: Any, batch_size: int | None, devices: Any,
-                        fn_name: str, n_rows: int | None) -> ShapPlan:
+                        fn_name: str) -> ShapPlan:
     """The interventional plan of ``ens`` over checked background rows ``f32[B, E]``, for the
-    rows ``x`` (:func:`kernel_plan`; ``n_rows``: their number, :func:`rows_hint`): per-leaf
+    rows ``x`` (:func:`kernel_plan`): per-leaf
     tables of the background's pattern distribution in the table buckets, the background rows in
     blocks for the others."""
     if not isinstance(background, jax.Array):  # rows traced under jax.jit stay in JAX
         background = np.asarray(background, np.float32)
     shap_plan = kernel_plan(ens, "interventional", ens.leaf_weights, x=x, devices=devices, fn_name=fn_name,
-                            n_background=len(background), n_rows=n_rows)
+                            n_background=len(background))
     arrays, kind = shap_plan.arrays, shap_plan.kind
     if any(not b.tables for b in kind.layout):
         arrays = dataclasses.replace(arrays, background=_background_blocks(background, ens.n_trees * ens.n_leaves))

@@ -75,7 +75,6 @@ from jaximp._shap.tree_plans import (
     interventional_plan,
     kernel_plan,
     row_patterns,
-    rows_hint,
     taken,
 )
 
@@ -168,25 +167,20 @@ def shap_kernel(params: tuple, x: Array, *, block: int, kind: Kind, step_rows: i
 
 
 def plan(ens: TreeEnsemble, method: str = "path_dependent", background: Any = None, *, x: Any = None,
-         batch_size: int | None = None, devices: Any = None, fn_name: str = "shap_values",
-         n_rows: int | None = None) -> ShapPlan:
+         batch_size: int | None = None, devices: Any = None, fn_name: str = "shap_values") -> ShapPlan:
     """Per-leaf tables of ``ens`` for ``method``, computed once.
 
     ``background``: checked rows ``f32[B, E]`` for ``method="interventional"``. ``x``: the
     checked rows to be explained, whose leaf counts are the weights of a model file that carries
-    none (``jaximp._leaves.predict.training_leaf_weights``), and whose number weighs building
-    tables and compiling against the rows' work (256 rows without ``x``); ``n_rows``: that number
-    instead (``jaximp._shap.tree_plans.rows_hint``), for a plan that explains rows call after call.
+    none (``jaximp._leaves.predict.training_leaf_weights``); their number changes nothing.
     """
     if method == "approximate":  # the plan is the leaf weights of the Saabas means
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
         return ShapPlan(Kind("saabas", ()), weights, 0)
-    n_rows = rows_hint(x) if n_rows is None else n_rows
     if method == "path_dependent":
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-        return kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name, n_rows=n_rows)
-    return interventional_plan(ens, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                               n_rows=n_rows)
+        return kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name)
+    return interventional_plan(ens, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
 
 
 def _saabas_table(ens: TreeEnsemble) -> tuple[Array, Array]:

@@ -49,10 +49,9 @@ class ShapKernels:
 
     Attributes:
         methods: the methods the layout computes.
-        plan: ``(ens, method, background, *, x, batch_size, devices, fn_name, n_rows) -> plan``,
+        plan: ``(ens, method, background, *, x, batch_size, devices, fn_name) -> plan``,
             the per-tree tables of a method (``background``: checked rows or None; ``x``: the
-            checked rows to explain, or None; ``n_rows``: the rows its layout serves, when not
-            ``x``'s).
+            checked rows to explain, or None).
         values: ``(ens, plan, x, *, batch_size, devices, fn_name, reduce, progress)`` -> SHAP
             values ``f32[N, F(, K)]``, or their mean |.| over rows with ``reduce``.
         expected: ``(ens, method, background, *, plan, x, batch_size, devices, fn_name)`` -> the
