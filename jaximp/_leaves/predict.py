@@ -20,7 +20,7 @@ from jax import Array
 
 from jaximp._leaves import oblivious, trees
 from jaximp._models.ensemble import Ensemble, check_model, register_predict, squeeze_outputs
-from jaximp._rows.batching import is_traced, map_rows, on_device, sum_rows
+from jaximp._rows.batching import is_traced, map_rows, on_device, sum_rows, unit_weights
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 
@@ -239,5 +239,5 @@ def training_leaf_weights(ens: Ensemble, x: Any = None, *, batch_size: int | Non
             "rows being explained; pass rows (jaximp.shap_values(ens, X), "
             "jaximp.prediction_values_change(ens, X)) or use a model exported with its leaf weights"
         )
-    return leaf_histogram(ens, x, np.ones(x.shape[0], np.float32), batch_size=batch_size, devices=devices,
+    return leaf_histogram(ens, x, unit_weights(x), batch_size=batch_size, devices=devices,
                           fn_name=fn_name)

@@ -413,7 +413,7 @@ def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int |
         one (or traced).
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    weight = (jnp if on_device(rows) else np).ones(n, np.float32)
+    weight = unit_weights(rows)
     total, dtypes = _summed_blocks(_block_sum_kernel, params, (rows, weight), batch_size=batch_size,
                                    devices=devices, fn_name=fn_name, row_floats=row_floats, progress=progress,
                                    inner=kernel, inner_static=tuple(sorted(static.items())), absolute=True)
@@ -421,6 +421,14 @@ def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int |
         return jax.tree_util.tree_map(lambda a: a / n, total)
     mean = jax.tree_util.tree_map(lambda a, dtype: (a / n).astype(dtype), total, dtypes)
     return like_rows(mean, rows)
+
+
+def unit_weights(rows: Any) -> Any:
+    """``f32[N]`` ones, a weight per row of ``rows`` (padding rows then weigh 0), where the rows
+    are: NumPy for rows in host memory, put on the rows' device for ``jax.Array`` rows (a transfer
+    asked for, never an implicit one), traced under a trace."""
+    n = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    return jnp.ones(n, np.float32) if is_traced(rows) else like_rows(np.ones(n, np.float32), rows)
 
 
 def like_rows(result: Any, rows: Any) -> Any:

@@ -42,7 +42,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array
 
 from jaximp._leaves.oblivious import map_leaves
@@ -50,7 +49,7 @@ from jaximp._leaves.predict import leaf_histogram, training_leaf_weights
 from jaximp._leaves.tables import mean_prediction
 from jaximp._models.ensemble import kept_last, squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
-from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows
+from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows, unit_weights
 from jaximp._shap import oblivious_tables as _shap_tables
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -134,8 +133,8 @@ def _distribution(ens: ObliviousEnsemble, method: str, background: Any, x: Any, 
     (``interventional``, checked rows ``f32[B, E]``) or the training leaf weights (as
     :func:`training_distribution` gives them, or as the model has them unless ``effective``)."""
     if method == "interventional":
-        weight = np.ones(background.shape[0], np.float32)
-        return leaf_histogram(ens, background, weight, batch_size=batch_size, devices=devices, fn_name=fn_name)
+        return leaf_histogram(ens, background, unit_weights(background), batch_size=batch_size, devices=devices,
+                              fn_name=fn_name)
     if not effective:
         return training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
     return training_distribution(ens, x, fn_name=fn_name, batch_size=batch_size, devices=devices)

@@ -32,7 +32,7 @@ from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
 from jaximp._models.ensemble import kept_last, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import gc_paused, is_traced, sum_rows
+from jaximp._rows.batching import gc_paused, is_traced, sum_rows, unit_weights
 from jaximp._rows.blocks import row_blocks
 from jaximp._rows.devices import resolve_devices
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
@@ -413,7 +413,7 @@ def interventional_plan(ens: TreeEnsemble, background: Any, *, x: Any, batch_siz
         arrays = dataclasses.replace(arrays, background=_background_blocks(background, ens.n_trees * ens.n_leaves))
     if any(b.tables for b in kind.layout):
         histograms = sum_rows(_pattern_histogram_kernel, (ens, arrays),
-                              (background, np.ones(len(background), np.float32)),
+                              (background, unit_weights(background)),
                               batch_size=_histogram_batch(ens, batch_size), devices=devices, fn_name=fn_name,
                               kind=kind)
         arrays = _interventional_tables(arrays, histograms, layout=kind.layout)
