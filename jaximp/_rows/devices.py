@@ -99,10 +99,10 @@ def rows_devices(rows: Any) -> Any:
 
 
 def on_mesh(a: Array, mesh: Mesh, axis: int) -> Array:
-    """Device rows ``a`` as the call's steps read them: left on their one device, else placed on
-    ``mesh``, split along their rows ``axis`` where they divide evenly (as they are when given so:
-    then nothing moves), whole on every device otherwise."""
-    if not isinstance(a, jax.Array) or len(a.devices()) == 1:
+    """Device rows ``a`` as the call's steps read them, once per call: left as they are on the
+    mesh's one device, else placed on ``mesh``, split along their rows ``axis`` where they divide
+    evenly (as they are when given so: then nothing moves), whole on every device otherwise."""
+    if not isinstance(a, jax.Array) or a.devices() == set(mesh.devices.flat) == {next(iter(a.devices()))}:
         return a
     split = a.shape[axis] % mesh.size == 0
     spec = PartitionSpec(*(None,) * axis, ROW_AXIS) if split else PartitionSpec()
