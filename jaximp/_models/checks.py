@@ -2,9 +2,11 @@
 read from a damaged file is refused with a ``TypeError``/``ValueError`` that names the field and
 the fix, instead of failing deep inside a kernel or computing a wrong number.
 
-The ensemble is a pytree that JAX rebuilds often (``jax.jit`` and ``vmap`` tracing, ``grad``,
-``dataclasses.replace`` in traced code, ``in_axes`` trees whose leaves are ints or None, stacked
-batches whose arrays gain leading axes), so the checks are in three tiers:
+The checks run at the border: when a model is built or imported, and when ``dataclasses.replace``
+builds a modified one. JAX rebuilding a model from its leaves (``jax.jit`` and ``vmap`` tracing,
+``grad``, ``tree_map``) runs none of them (``jaximp._models.ensemble.register_model``). A model is
+still built in traced code (``dataclasses.replace`` under ``jax.grad``) and with batch axes (stacked
+models), so the checks are in three tiers:
 
 * dtypes and shapes, on whatever has a ``shape`` and a ``dtype`` (concrete arrays, tracers,
   ``jax.ShapeDtypeStruct``): each field's trailing axes, leading axes free (batch axes);

@@ -11,6 +11,7 @@ each reads ``ens.layout`` once, in one place.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from collections.abc import Callable
@@ -25,6 +26,34 @@ NanMode = Literal["Min", "Max", "AsIs"]
 Layout = Literal["oblivious", "trees"]
 
 _PREDICT: list[Callable] = []  # the leaves stage's predict, registered when it is imported
+
+
+def register_model(cls: type) -> type:
+    """Register a frozen model dataclass as a pytree whose arrays are its leaves and whose fields
+    marked ``static`` are its static data, rebuilt without calling ``__init__`` (as equinox's
+    ``Module`` is): a model is checked when it is built or imported, not each time JAX rebuilds it
+    from its leaves (tracing, ``vmap``, ``tree_map``), which would read its arrays back from the
+    device or check tracers. ``dataclasses.replace`` builds a new model, checked again."""
+    fields = dataclasses.fields(cls)
+    data = tuple(f.name for f in fields if not f.metadata.get("static"))
+    meta = tuple(f.name for f in fields if f.metadata.get("static"))
+    keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
+
+    def flatten(model: Any) -> tuple[list, tuple]:
+        return [getattr(model, name) for name in data], tuple(getattr(model, name) for name in meta)
+
+    def flatten_with_keys(model: Any) -> tuple[list, tuple]:
+        children, static = flatten(model)
+        return list(zip(keys, children)), static
+
+    def unflatten(static: tuple, children: Any) -> Any:
+        model = object.__new__(cls)
+        for name, value in (*zip(data, children), *zip(meta, static)):
+            object.__setattr__(model, name, value)
+        return model
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    return cls
 
 
 def register_predict(predict: Callable) -> Callable:

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 from jax import Array
 
 from jaximp._models.checks_oblivious import check_oblivious
-from jaximp._models.ensemble import Ensemble, NanMode, size
+from jaximp._models.ensemble import Ensemble, NanMode, register_model, size
 from jaximp._models.featurizer import Featurizer
 
 
-@jax.tree_util.register_dataclass
+@register_model
 @dataclasses.dataclass(frozen=True, repr=False)  # Ensemble.__repr__: one line
 class ObliviousEnsemble(Ensemble):
     """A trained CatBoost model of symmetric (oblivious) trees, as a frozen JAX pytree.

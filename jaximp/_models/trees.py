@@ -49,10 +49,10 @@ from jax import Array
 
 from jaximp._models.checks import trusted
 from jaximp._models.checks_trees import check_trees
-from jaximp._models.ensemble import Ensemble, NanMode
+from jaximp._models.ensemble import Ensemble, NanMode, register_model
 
 
-@jax.tree_util.register_dataclass
+@register_model
 @dataclasses.dataclass(frozen=True, repr=False)  # Ensemble.__repr__: one line
 class TreeEnsemble(Ensemble):
     """A trained ensemble of binary trees of any shape, as a frozen JAX pytree.
