@@ -203,17 +203,19 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     compiled = sharded_step(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at,
                          "last" if transposed else "first")
     mesh = row_mesh(devs)
-    params = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))  # once per call
+    params_sharding = NamedSharding(mesh, PartitionSpec())  # whole on every device
+    params = jax.device_put(params, params_sharding)  # once per call
     axis = 1 if transposed else 0
     if on_device(rows):  # cut on the device, each step placed split over the devices
         rows = jax.tree_util.tree_map(lambda a: on_mesh(a, mesh, axis), rows)
 
-        def cut(a, start, step):
-            first = jax.device_put(np.int32(start), NamedSharding(mesh, PartitionSpec()))
-            return device_step(mesh, axis, step)(a, first)
+        def cut(start, step):
+            first, take = jax.device_put(np.int32(start), params_sharding), device_step(mesh, axis, step)
+            return jax.tree_util.tree_map(lambda a: take(a, first), rows)
     else:
-        def cut(a, start, step):
-            return _padded(a[(slice(None),) * axis + (slice(start, start + step),)], step, axis=axis)
+        def cut(start, step):
+            index = (slice(None),) * axis + (slice(start, start + step),)
+            return jax.tree_util.tree_map(lambda a: _padded(a[index], step, axis=axis), rows)
     bar = progress_bar(progress and n > per_device * len(devs), n, fn_name, delay=_PROGRESS_DELAY)
     start = 0
     try:
@@ -223,7 +225,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
             if n < block * len(devs) and not (reduce or per_block):  # a small call: a power of two of rows
                 step = min(step, max(_MIN_STEP, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
             with gc_paused():  # a first call traces and lowers here
-                out = compiled(params, jax.tree_util.tree_map(lambda a: cut(a, start, step), rows))
+                out = compiled(params, cut(start, step))
             yield out
             if bar is not None:
                 bar.update(min(step, n - start))
