@@ -451,12 +451,12 @@ def where_rows(result: Any, rows: Any) -> Any:
     return np.asarray(result)
 
 
-def _padded(a: Any, size: int, axis: int = 0) -> Any:
-    """``a`` zero-padded to ``size`` rows along ``axis``."""
+def _padded(a: np.ndarray, size: int, axis: int = 0) -> np.ndarray:
+    """Host rows ``a`` zero-padded to ``size`` rows along ``axis`` (device rows are cut and padded
+    on the device: ``jaximp._rows.devices.device_step``)."""
     missing = size - a.shape[axis]
     if missing == 0:
         return a
-    xp = jnp if isinstance(a, jax.Array) else np
     shape = list(a.shape)
     shape[axis] = missing
-    return xp.concatenate([a, xp.zeros(shape, a.dtype)], axis=axis)
+    return np.concatenate([a, np.zeros(shape, a.dtype)], axis=axis)

@@ -92,8 +92,8 @@ def rows_devices(rows: Any) -> Any:
         if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer):
             starts = {}
             for shard in a.addressable_shards:
-                first = shard.index[0].start if a.ndim else None
-                starts[shard.device] = min(starts.get(shard.device, first or 0), first or 0)
+                start = (shard.index[0].start or 0) if a.ndim else 0
+                starts[shard.device] = min(starts.get(shard.device, start), start)
             return sorted(starts, key=lambda d: (starts[d], d.id))
     return None
 
@@ -102,7 +102,7 @@ def on_mesh(a: Array, mesh: Mesh, axis: int) -> Array:
     """Device rows ``a`` as the call's steps read them, once per call: left as they are on the
     mesh's one device, else placed on ``mesh``, split along their rows ``axis`` where they divide
     evenly (as they are when given so: then nothing moves), whole on every device otherwise."""
-    if not isinstance(a, jax.Array) or a.devices() == set(mesh.devices.flat) == {next(iter(a.devices()))}:
+    if not isinstance(a, jax.Array) or (mesh.size == 1 and a.devices() == set(mesh.devices.flat)):
         return a
     split = a.shape[axis] % mesh.size == 0
     spec = PartitionSpec(*(None,) * axis, ROW_AXIS) if split else PartitionSpec()
