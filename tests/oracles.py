@@ -11,7 +11,7 @@ reference libraries' own numbers in jaximp's layouts. Every brute force of the s
 * ``prediction_shap``: interventional Shapley values over the columns, each coalition's value the
   mean of the model's own predictions of rows mixed with a background.
 * ``permutation_importances``: permutation importance with jaximp's own row draws
-  (``row_draws``), the model predicting every permuted copy, scored by ``catboost_loss_score``
+  (``permutation_draws``), the model predicting every permuted copy, scored by ``catboost_loss_score``
   (CatBoost's eval_metrics), ``model_loss`` or any scorer.
 * ``prediction_values_change``, ``split_statistics``, ``json_interaction``, ``mean_abs``:
   CatBoost's and XGBoost's model importances and mean |SHAP| written out from their definitions.
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 import jaximp
-from jaximp._importances.permutation import _row_draws, as_key
+from jaximp._importances.draws import as_key, row_draws
 
 # Tolerances ---------------------------------------------------------------------------------
 
@@ -507,10 +507,12 @@ def prediction_shap(predict, x, background):
 # Permutation importance ---------------------------------------------------------------------------------
 
 
-def row_draws(random_state, n_repeats, n_rows, n_samples):
+def permutation_draws(random_state, n_repeats, n_rows, n_samples):
     """``[(rows, source)]`` per repeat: the rows jaximp's permutation importance scores and the
-    rows each permuted column is taken from, for ``random_state`` (an int)."""
-    return _row_draws(as_key(random_state, "test"), n_repeats, n_rows, n_samples)
+    rows each permuted column is taken from, for ``random_state`` (an int): the draws are part of
+    its definition (``jax.random``), the rest of the oracle is independent of it."""
+    take, source = np.asarray(row_draws(as_key(random_state, "test"), n_repeats, n_rows, n_samples))
+    return list(zip(take, source))
 
 
 def _rows(X, rows):

@@ -17,7 +17,7 @@ from scipy.special import expit, softmax
 
 import jaximp
 from jaximp._importances import metrics as m
-from jaximp._importances import scoring
+from jaximp._importances import scoring, targets
 from jaximp._rows.inputs import as_weights
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -157,7 +157,7 @@ def test_model_losses_match_catboost_eval_metrics(kind, metric, weighted):
     ens = jaximp.from_catboost(model)
     raw = np.asarray(ens.predict(X))
     want = model.eval_metrics(catboost.Pool(X, y, weight=w), [metric])[metric][-1]
-    yt = scoring.as_targets(y, ens, len(X), "test")
+    yt = targets.as_targets(y, ens, len(X), "test")
     got = -_jax(scoring.loss_score(metric), yt, raw, w)
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
@@ -178,10 +178,10 @@ def test_targets_map_class_labels_through_class_names():
     labels = np.array(["cat", "dog", "emu"])[np.digitize(X[:, 0], [-0.5, 0.5])]
     model.fit(X, labels)
     ens = jaximp.from_catboost(model)
-    got = scoring.as_targets(labels, ens, len(X), "f")
+    got = targets.as_targets(labels, ens, len(X), "f")
     np.testing.assert_array_equal(np.asarray(ens.class_names)[got], labels)
     with pytest.raises(ValueError, match=r"f: y must hold the model's class labels .*'cow'"):
-        scoring.as_targets(np.where(labels == "cat", "cow", labels), ens, len(X), "f")
+        targets.as_targets(np.where(labels == "cat", "cow", labels), ens, len(X), "f")
 
 
 @pytest.mark.parametrize("kind, y, error, match", [
@@ -194,7 +194,7 @@ def test_targets_map_class_labels_through_class_names():
 def test_bad_targets_raise(kind, y, error, match):
     ens = jaximp.from_catboost(train(kind)[0])
     with pytest.raises(error, match=match):
-        scoring.as_targets(y, ens, 400, "f")
+        targets.as_targets(y, ens, 400, "f")
 
 
 def test_resolve_scoring_names_the_valid_scorers():
@@ -212,7 +212,8 @@ def _row_score_value(score, y, raw, w):
     raw2 = np.float32(raw).reshape(len(raw), -1)
     terms = np.asarray(jax.jit(score.rows)(y, raw2), np.float64)  # [n, S]
     w = np.ones(len(y)) if w is None else np.asarray(w, np.float64)
-    return float(score.final(w @ terms, w.sum(), y, w))
+    stats = None if score.stats is None else np.asarray(score.stats(y, np.float32(w)), np.float64)
+    return float(score.final(w @ terms, w.sum(), stats))
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -243,11 +244,11 @@ def test_model_loss_row_scores_equal_minus_the_loss(kind, loss):
     model, X, y, w = train(kind, depth=3, iterations=5, weighted=True)
     ens = jaximp.from_catboost(model)
     raw = np.asarray(ens.predict(X))
-    targets = scoring.as_targets(y, ens, len(y), "test")
+    yt = targets.as_targets(y, ens, len(y), "test")
     weights = as_weights(w, len(y), "test")
     assert scoring.model_loss(ens, "test") is scoring.MODEL_LOSSES[loss]
-    expected = _jax(scoring.loss_score(loss), targets, raw, weights)
-    np.testing.assert_allclose(_row_score_value(scoring.row_score(None, ens), targets, raw, weights), expected,
+    expected = _jax(scoring.loss_score(loss), yt, raw, weights)
+    np.testing.assert_allclose(_row_score_value(scoring.row_score(None, ens), yt, raw, weights), expected,
                                rtol=RTOL, atol=ATOL)
     assert scoring.row_score(None, ens) is scoring.row_score(None, ens)  # one object per loss: a static argument
     assert scoring.row_score("roc_auc", ens) is None and scoring.row_score(lambda y, r, w: 0.0, ens) is None

@@ -29,7 +29,14 @@ import numpy as np
 import pytest
 import sklearn.metrics as skm
 import xgboost as xgb
-from oracles import assert_close, catboost_loss_score, model_loss, permutation_importances, raw_output, row_draws
+from oracles import (
+    assert_close,
+    catboost_loss_score,
+    model_loss,
+    permutation_draws,
+    permutation_importances,
+    raw_output,
+)
 from scipy.special import softmax
 from sklearn.inspection import permutation_importance as sklearn_permutation_importance
 
@@ -253,7 +260,7 @@ def test_equals_brute_force_with_the_same_draws(build, args):
     case = build(*args)
     got = permutation_importance(case.ens, case.X, case.y, **case.kwargs)
     n_rows = len(case.X)
-    draws = row_draws(case.kwargs["random_state"], case.kwargs["n_repeats"], n_rows,
+    draws = permutation_draws(case.kwargs["random_state"], case.kwargs["n_repeats"], n_rows,
                       int(case.kwargs.get("max_samples", 1.0) * n_rows))
     columns = case.X.columns if hasattr(case.X, "columns") else range(case.X.shape[1])
     groups = case.groups or [[c] for c in columns]
@@ -287,7 +294,7 @@ def test_repeated_splits_match_brute_force(seed, tabulated, monkeypatch):
     def score(rows, X):
         return -skm.mean_squared_error(y[rows], np.asarray(ens.predict(X), np.float64))
 
-    want = permutation_importances(X, score, row_draws(seed, 3, len(X), len(X)), groups)
+    want = permutation_importances(X, score, permutation_draws(seed, 3, len(X), len(X)), groups)
     np.testing.assert_allclose(got.importances, want, rtol=RTOL, atol=ATOL)
 
 

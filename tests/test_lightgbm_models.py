@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
-from oracles import LIGHTGBM_ZERO, assert_close, lightgbm_contributions, permutation_importances, row_draws
+from oracles import LIGHTGBM_ZERO, assert_close, lightgbm_contributions, permutation_draws, permutation_importances
 
 import jaximp
 from jaximp._rows.inputs import as_features
@@ -235,7 +235,7 @@ def test_numeric_category_column_in_permutation_importance():
     def score(rows, frame):
         return -np.sqrt(np.mean((booster.predict(frame, raw_score=True) - y[rows]) ** 2))
 
-    want = permutation_importances(df, score, row_draws(2, 3, len(df), len(df)), [["a"], ["d"]])
+    want = permutation_importances(df, score, permutation_draws(2, 3, len(df), len(df)), [["a"], ["d"]])
     assert_close(got.importances, want)
     assert want[1].mean() > 0.1
 

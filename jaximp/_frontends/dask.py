@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import jax
 import numpy as np
 
 try:
@@ -25,7 +26,8 @@ except ImportError as e:  # pragma: no cover - dask is an optional dependency
     raise ImportError("jaximp.dask needs dask (pip install 'jaximp[dask]')") from e
 
 from jaximp._importances.permutation import permutation_setup, permuted_sums
-from jaximp._importances.scoring import ROW_SCORES, as_targets
+from jaximp._importances.scoring import ROW_SCORES
+from jaximp._importances.targets import as_targets
 from jaximp._leaves.predict import leaf_indices as _leaf_indices
 from jaximp._leaves.predict import leaf_number_dtype
 from jaximp._leaves.predict import predict as _predict
@@ -240,8 +242,8 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
 
 def _permuted_score_chunk(ens: Any, groups: list, score: Any, x: np.ndarray, donors: np.ndarray, y: np.ndarray,
                           w: Any) -> np.ndarray:
-    """``f64[1 + (G + 1) n_terms]``: the chunk's weight, then its weighted sums of the score's row
-    terms without and with each group's columns taken from ``donors`` (the rows whose values each
+    """``f64[(G + 1) (1 + n_terms)]``: the chunk's weight and its weighted sums of the score's row
+    terms, without and with each group's columns taken from ``donors`` (the rows whose values each
     row receives), scored block by block on the worker's device."""
     fn_name = "jaximp.dask.permutation_importance"
     n = len(x)
@@ -250,8 +252,8 @@ def _permuted_score_chunk(ens: Any, groups: list, score: Any, x: np.ndarray, don
     both = np.concatenate([np.asarray(x, np.float32), np.asarray(donors, np.float32)])
     own, donor = np.arange(n), n + np.arange(n)  # row i receives its group's values from row n + i
     sums = permuted_sums(ens, both, groups, own, donor[:, None], targets, weights[:, None], score,
-                         batch_size=None, devices=None, fn_name=fn_name)  # [1, G + 1, n_terms]
-    return np.concatenate([[weights.astype(np.float64).sum()], sums.reshape(-1)])
+                         batch_size=None, devices=None, fn_name=fn_name)  # [1, G + 1, 1 + n_terms]
+    return sums.reshape(-1)
 
 
 def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_repeats: int = 5,
@@ -336,7 +338,7 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
     shipped = _ship(ens)
     task = dask.delayed(_permuted_score_chunk, pure=True)
     sums = []
-    for take, source in zip(setup.take, setup.source):
+    for take, source in zip(*jax.device_get((setup.take, setup.source))):  # the draws index the dask arrays
         rows = X if all_rows else X[take]
         donors = X[source].rechunk(rows.chunks)
         parts = [a.rechunk({0: rows.chunks[0]}).to_delayed().ravel()
@@ -346,9 +348,8 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
         sums.append([task(shipped, setup.groups, score, xc, dc, yc, wc) for xc, dc, yc, wc in
                      zip(rows.to_delayed()[:, 0], donors.to_delayed()[:, 0], ys, ws)])
     totals = np.asarray([np.sum(parts, axis=0) for parts in dask.compute(*sums, **compute_kwargs)])
-    repeats = len(setup.take)
-    weight, sums = totals[:, 0], totals[:, 1:].reshape(repeats, len(setup.groups) + 1, -1)  # [R], [R, G + 1, n_terms]
-    scores = np.stack([score.final(sums[r], weight[r], None, None) for r in range(repeats)])  # [R, G + 1]
+    totals = totals.reshape(len(setup.take), len(setup.groups) + 1, -1)  # [R, G + 1, 1 + n_terms]
+    scores = score.final(totals[..., 1:], totals[..., 0], None)  # [R, G + 1]
     importances = (scores[:, :1] - scores[:, 1:]).T  # [G, R]
     return Bunch(importances_mean=importances.mean(axis=1), importances_std=importances.std(axis=1),
                  importances=importances)

@@ -22,6 +22,7 @@ takes the model's order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -30,20 +31,21 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._importances.scoring import ModelLoss, as_targets, model_loss
+from jaximp._importances.scoring import ModelLoss, model_loss
+from jaximp._importances.targets import as_targets
 from jaximp._leaves.oblivious import map_leaves
 from jaximp._leaves.tables import leaf_prediction
 from jaximp._leaves.trees import predict_kernel, prepare
 from jaximp._models.ensemble import Ensemble, check_model, to_columns
-from jaximp._rows.batching import is_traced, like_rows, on_device, weighted_sums
+from jaximp._rows.batching import is_traced, on_device, weighted_sums
 from jaximp._rows.inputs import as_features, as_weights
 from jaximp._shap import oblivious, trees
 from jaximp._shap.oblivious import values_block, values_from_leaves
 from jaximp._shap.values import general
 
 
-def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array]:
-    """Per row: the loss ``f32[n]`` and its change without each player ``f32[n, P]``.
+def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array, Array]:
+    """Per row: a one ``f32[n]``, the loss ``f32[n]`` and its change without each player ``f32[n, P]``.
 
     Each row's leaves are found once and give both its raw prediction and its SHAP values.
 
@@ -61,14 +63,19 @@ def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Arr
         raw = leaf_prediction(ens, leaves)  # [n, K]
         phi = values_from_leaves(ens, tables, leaves, per_player=True)  # [n, P, K]
         change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
-        return loss.row_loss(y, raw), change
+        return _terms(loss.row_loss(y, raw), change)
 
     return map_leaves(rows_fn, ens, x, values_block(tables, block), y)
 
 
+def _terms(row_loss: Array, change: Array) -> tuple[Array, Array, Array]:
+    """Per row: a one (its weight, once summed), its loss and its loss changes."""
+    return jnp.ones_like(row_loss), row_loss, change
+
+
 def _trees_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss: ModelLoss, kind: Any,
-                  step_rows: int) -> tuple[Array, Array]:
-    """Per row: the loss ``f32[n]`` and its change without each player ``f32[n, P]``, for general
+                  step_rows: int) -> tuple[Array, Array, Array]:
+    """Per row: a one, the loss ``f32[n]`` and its change without each player ``f32[n, P]``, for general
     trees: the prediction by the trees' descent, the SHAP values from the per-leaf tables of a
     ``jaximp._shap.trees.ShapPlan`` (its ``kind`` and ``step_rows`` static); ``params`` is
     ``(jaximp._leaves.trees.prepare(ens), the plan's arrays)``."""
@@ -78,7 +85,7 @@ def _trees_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss:
     raw = predict_kernel(descent, x, block=block)  # [n, K]
     phi = trees.shap_kernel((ens, arrays), x, block=block, kind=kind, step_rows=step_rows, per_player=True)
     change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
-    return loss.row_loss(y, raw), change
+    return _terms(loss.row_loss(y, raw), change)
 
 
 def _kernel(ens: Ensemble, x: Any, *, batch_size: int | None, devices: Any,
@@ -169,24 +176,34 @@ def loss_function_change(
     if devices is None and on_device(x) and not is_traced(x):  # computed where the rows are
         devices = list(x.devices())
     kernel, params, static = _kernel(ens, x, batch_size=batch_size, devices=devices, fn_name=fn)
-    total, delta = weighted_sums(kernel, params, (x, targets), weights, batch_size=batch_size, devices=devices,
-                                 fn_name=fn, progress=progress, loss=loss, **static)
-    traced = is_traced((total, delta))  # under jax.grad, jit or vmap: the result stays in JAX
-    weight = jnp.sum(weights) if is_traced(weights) else weights.astype(np.float64).sum()
+    weight, total, delta = weighted_sums(kernel, params, (x, targets), weights, batch_size=batch_size,
+                                         devices=devices, fn_name=fn, progress=progress, loss=loss, **static)
     result = to_columns(ens, metric_change(loss, weight, total, delta), axis=0, per="representative")  # [F]
-    dtype = jax.dtypes.canonicalize_dtype(ens.leaf_values.dtype)  # the model's: float64 under jax_enable_x64
-    return result if traced else like_rows(np.asarray(result, dtype), x)
+    if is_traced(result) or on_device(x):  # under jax.grad, jit or vmap, or rows on a device: stays in JAX
+        return result
+    return np.asarray(result, jax.dtypes.canonicalize_dtype(ens.leaf_values.dtype))  # float64 under x64
 
 
 def metric_change(loss: ModelLoss, weight: float, total: Any, delta: Any) -> np.ndarray:
     """``f64[P]`` the change of the metric from the weighted sums of the rows' losses ``total
     f64[]`` and of their changes ``delta f64[P]``, and the total weight ``weight``.
 
-    The sums come from per-block sums added on the host in float64
-    (``jaximp._rows.batching.weighted_sums``): exact whatever the batch size or device count. Traced
-    sums (``jax.grad``, ``jit``, ``vmap``) give a traced result, computed with ``jax.numpy``.
+    The sums come from per-block sums added on the device in double-float precision
+    (``jaximp._rows.batching.weighted_sums``): identical whatever the batch size or device count,
+    read back as float64 for rows in host memory. Sums held on a device (rows on a device, or
+    traced by ``jax.grad``, ``jit``, ``vmap``) give a result computed there with ``jax.numpy``.
     """
-    xp = jnp if is_traced((weight, total, delta)) else np
+    if isinstance(total, jax.Array):
+        return _device_metric_change(loss, weight, total, delta)
+    return _metric_change(np, loss, weight, total, delta)
+
+
+@functools.partial(jax.jit, static_argnames="loss")
+def _device_metric_change(loss: ModelLoss, weight: Array, total: Array, delta: Array) -> Array:
+    return _metric_change(jnp, loss, weight, total, delta)
+
+
+def _metric_change(xp: Any, loss: ModelLoss, weight: Any, total: Any, delta: Any) -> Any:
     if loss.root:  # sqrt(a + d) - sqrt(a) = d / (sqrt(a + d) + sqrt(a)), without cancellation
         before, after = xp.sqrt(total / weight), xp.sqrt(xp.maximum(total + delta, 0.0) / weight)
         denom = before + after

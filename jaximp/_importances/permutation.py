@@ -9,16 +9,20 @@ keyed by ``ens.layout``; ``jaximp._importances.permutation_kernel``), and scores
 block by block inside the kernel for scores that are sums over rows, else from the permuted
 predictions of all rows.
 
+Everything happens on the device: the permutations are drawn there (``jaximp._importances.draws``), the
+rows (raw values, or an oblivious model's bins), the targets and the weights go there once, and
+the scores are computed there. Scores that are sums over rows (the model's loss; the MSE, RMSE,
+MAE, R^2, accuracy, log loss and Brier scorers) are summed block by block inside the kernel and
+the blocks added on the device in double-float precision, so only ``R (G + 1)`` sums are ever
+held (identical for any batch size or device count); for rows in host memory they are read back
+and scored in float64. Other scores (ROC AUC, F1, functions) score the permuted predictions of
+all rows, ``R G N K`` floats, on the device.
+
 Cost: with a row's other columns fixed, its prediction is a step function of column ``f``'s
 value (one step per split on ``f``), so each (feature, repeat) of an oblivious model costs two
 lookups in that function instead of a new prediction of every tree; a ``TreeEnsemble``'s
 permuted rows are gathered on the device and predicted whole, with the same permutations and
-the same scoring program. The rows (raw values, or an oblivious model's bins) go to the device
-once; scores that are sums over rows (the model's loss; the MSE, RMSE, MAE, R^2, accuracy, log
-loss and Brier scorers) are summed block by block inside the kernel, so only ``R (G + 1)`` sums
-per block come back (added in float64 on the host: identical for any batch size or device
-count). Other scores (ROC AUC, F1, functions) score the permuted predictions of all rows,
-``R G N K`` floats, on the device.
+the same scoring program.
 """
 
 from __future__ import annotations
@@ -34,19 +38,15 @@ import numpy as np
 from jax import Array
 
 from jaximp._importances import permutation_oblivious, permutation_trees
+from jaximp._importances.draws import as_key, row_draws
 from jaximp._importances.permutation_groups import check_groups, evaluated_groups, refeaturized_predictions
 from jaximp._importances.permutation_kernel import KernelSetup
-from jaximp._importances.scoring import (
-    RowScore,
-    as_targets,
-    check_scorer_targets,
-    resolve_scoring,
-    row_score,
-    task_of,
-)
+from jaximp._importances.scoring import RowScore, resolve_scoring, row_score, task_of
+from jaximp._importances.targets import as_targets, check_scorer_targets
 from jaximp._leaves.predict import kernels as leaf_kernels
 from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
-from jaximp._rows.batching import like_rows, map_rows, on_device, sum_blocks
+from jaximp._rows.batching import map_rows, on_device, sum_blocks
+from jaximp._rows.devices import resolve_devices
 from jaximp._rows.inputs import as_features, as_raw_columns, as_weights, featurize
 
 if TYPE_CHECKING:
@@ -68,9 +68,9 @@ class PermutationSetup:
         groups: G arrays of the evaluated features the kernel permutes (empty for a straddled
             group).
         straddled: the groups that a categorical combination straddles, featurized again.
-        take: ``i64[R, n_scored]`` the rows each repeat scores (all N, in order, when
-            ``max_samples`` keeps every row).
-        source: ``i64[R, n_scored]`` the rows their group values come from.
+        take: ``i32[R, n_scored]`` the rows each repeat scores (all N, in order, when
+            ``max_samples`` keeps every row), a ``jax.Array`` on the device the draws were made on.
+        source: ``i32[R, n_scored]`` the rows their group values come from (likewise).
     """
 
     scorer: Callable
@@ -78,13 +78,13 @@ class PermutationSetup:
     column_groups: list[np.ndarray]
     groups: list[np.ndarray]
     straddled: list[int]
-    take: np.ndarray
-    source: np.ndarray
+    take: Array
+    source: Array
 
 
 def permutation_setup(ens: Ensemble, n_rows: int, *, scoring: Any, n_repeats: Any, random_state: Any,
                       max_samples: Any, feature_groups: Any, fn_name: str,
-                      targets: np.ndarray | None = None) -> PermutationSetup:
+                      targets: Any = None, device: jax.Device | None = None) -> PermutationSetup:
     """Check the arguments of a permutation importance of N rows and draw its permutations.
 
     Args:
@@ -96,8 +96,9 @@ def permutation_setup(ens: Ensemble, n_rows: int, *, scoring: Any, n_repeats: An
         max_samples: as for :func:`permutation_importance`.
         feature_groups: as for :func:`permutation_importance`.
         fn_name: the public function, for error messages.
-        targets: the checked targets (``jaximp._importances.scoring.as_targets``), when the
+        targets: the checked targets (``jaximp._importances.targets.as_targets``), when the
             caller holds them: a named scorer's needs of them are checked too.
+        device: where the permutations are drawn (None: JAX's default device).
 
     Returns:
         The :class:`PermutationSetup`; the draws depend only on ``random_state``, N, R and
@@ -114,9 +115,9 @@ def permutation_setup(ens: Ensemble, n_rows: int, *, scoring: Any, n_repeats: An
     n_scored = _check_max_samples(max_samples, n_rows, fn_name)
     column_groups = check_groups(feature_groups, ens, fn_name)
     groups, straddled = evaluated_groups(ens, column_groups)
-    draws = _row_draws(as_key(random_state, fn_name), repeats, n_rows, n_scored)
-    return PermutationSetup(scorer, row_score(scoring, ens), column_groups, groups, straddled,
-                            take=np.stack([rows for rows, _ in draws]), source=np.stack([src for _, src in draws]))
+    key = as_key(random_state, fn_name)
+    take, source = row_draws(key if device is None else jax.device_put(key, device), repeats, n_rows, n_scored)
+    return PermutationSetup(scorer, row_score(scoring, ens), column_groups, groups, straddled, take, source)
 
 
 def _kernel_setup(ens: Ensemble, x: Any, groups: list[np.ndarray], repeats: int, batch_size: int | None,
@@ -126,36 +127,34 @@ def _kernel_setup(ens: Ensemble, x: Any, groups: list[np.ndarray], repeats: int,
     return KERNELS[ens.layout](ens, x, groups, repeats, batch_size, devices, fn_name)
 
 
-def permuted_sums(ens: Ensemble, x: Any, groups: list[np.ndarray], own: np.ndarray, sources: np.ndarray,
-                  y: np.ndarray, weight: np.ndarray, score: RowScore, *, batch_size: int | None, devices: Any,
-                  fn_name: str, progress: bool = True) -> np.ndarray:
-    """``f64[R, G + 1, n_terms]`` the weighted sums of ``score``'s row terms over the scored rows,
-    with each group permuted (group 0: none), computed block by block on the device: only these
-    sums come back. Identical for any batch size or device count
-    (``jaximp._rows.batching.sum_blocks``).
+def permuted_sums(ens: Ensemble, x: Any, groups: list[np.ndarray], own: Any, sources: Any, y: Any, weight: Any,
+                  score: RowScore, *, batch_size: int | None, devices: Any, fn_name: str, progress: bool = True,
+                  to_host: bool | None = None) -> Any:
+    """``[R, G + 1, 1 + n_terms]`` the sums over the scored rows of their weights (term 0) and of
+    ``score``'s weighted row terms, with each group permuted (group 0: none), computed block by
+    block on the device and added there: only these sums are ever held. Identical for any batch
+    size or device count (``jaximp._rows.batching.sum_blocks``).
 
     Args:
         ens: the model; x: ``[N, E]`` its checked rows; groups: G arrays of evaluated features.
-        own: ``i[n]`` the rows scored; sources: ``i[n, n_sources]`` per repeat (``n_sources`` =
+        own: ``i32[n]`` the rows scored; sources: ``i32[n, n_sources]`` per repeat (``n_sources`` =
             R) or for all (``n_sources`` = 1), the rows their group values come from.
         y: ``[n]`` (or ``[n, K]``) their targets; weight: ``f32[n, R]`` their weight in each repeat.
+        to_host: ``f64`` NumPy sums, or ``jax.Array``s on the device (as for ``sum_blocks``).
     """
     kernel = _kernel_setup(ens, x, groups, weight.shape[1], batch_size, devices, fn_name)
-    rows = (np.asarray(own, np.int32), np.asarray(sources, np.int32), y, np.asarray(weight, np.float32))
-    return sum_blocks(kernel.kernel, kernel.params, rows, batch_size=kernel.batch_size, devices=devices,
-                      fn_name=fn_name, progress=progress, score=score, **kernel.static)
+    return sum_blocks(kernel.kernel, kernel.params, (own, sources, y, weight), batch_size=kernel.batch_size,
+                      devices=devices, fn_name=fn_name, progress=progress, to_host=to_host, score=score,
+                      **kernel.static)
 
 
-def permuted_predictions(ens: Ensemble, x: Any, groups: list[np.ndarray], own: np.ndarray, sources: np.ndarray,
-                         *, batch_size: int | None, devices: Any, fn_name: str, on_device: bool,
-                         progress: bool = True) -> tuple:
+def permuted_predictions(ens: Ensemble, x: Any, groups: list[np.ndarray], own: Any, sources: Any, *,
+                         batch_size: int | None, devices: Any, fn_name: str, progress: bool = True) -> tuple:
     """``(raw f32[n, K], permuted f32[n, n_sources, G, K])``: the scored rows' raw predictions and
-    their predictions with each group permuted (arguments as :func:`permuted_sums`), on the
-    device (``jax.Array``) when ``on_device``, else NumPy."""
+    their predictions with each group permuted (arguments as :func:`permuted_sums`), where the
+    index arrays are (``jax.Array``: on their device)."""
     kernel = _kernel_setup(ens, x, groups, sources.shape[1], batch_size, devices, fn_name)
-    xp = jnp if on_device else np
-    rows = (xp.asarray(own, np.int32), xp.asarray(sources, np.int32))
-    return map_rows(kernel.kernel, kernel.params, rows, batch_size=kernel.batch_size, devices=devices,
+    return map_rows(kernel.kernel, kernel.params, (own, sources), batch_size=kernel.batch_size, devices=devices,
                     fn_name=fn_name, progress=progress, **kernel.static)
 
 
@@ -171,10 +170,11 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
     permuted, and every one-hot value and CTR that reads it moves with it.
 
     Randomness: repeat ``r`` uses one permutation of the rows for every feature or group (as
-    scikit-learn, whose features share their permutations), drawn from
-    ``jax.random.fold_in(key, r)``; the result depends only on ``random_state``, never on
-    ``batch_size`` or ``devices``. scikit-learn's own random permutations cannot be reproduced,
-    so the two agree within sampling error.
+    scikit-learn, whose features share their permutations), drawn on the device from
+    ``jax.random.fold_in(key, r)`` by a keyed bijective shuffle (a Feistel network; Mitchell et
+    al., "Bandwidth-optimal random shuffling for GPUs", 2022); the result depends only on
+    ``random_state``, never on ``batch_size``, ``devices`` or the platform. scikit-learn's own random
+    permutations cannot be reproduced, so the two agree within sampling error.
 
     Args:
         ens: the model.
@@ -231,80 +231,141 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
     raw_columns = as_raw_columns(X, ens, fn) if ens.featurizer is not None else None
     x = as_features(X, ens, fn) if raw_columns is None else featurize(ens, raw_columns)
     n = x.shape[0]
-    if devices is None and on_device(x):  # computed where the rows are
+    rows_on_device = on_device(x)
+    if devices is None and rows_on_device:  # computed where the rows are
         devices = list(x.devices())
+    device = resolve_devices(devices, fn)[0]  # the draws, targets and scores
     targets = as_targets(y, ens, n, fn)
     weights = as_weights(sample_weight, n, fn)
     setup = permutation_setup(ens, n, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
-                              max_samples=max_samples, feature_groups=feature_groups, fn_name=fn, targets=targets)
-    take, source = setup.take, setup.source  # [R, n_scored] rows scored, the rows their values come from
-    repeats, n_scored = take.shape
-    shared = n_scored == n
-    # rows scored [n] and, per repeat, where their group values come from [n, n_sources]
-    own, sources = (take[0], source.T) if shared else (take.reshape(-1), source.reshape(-1)[:, None])
+                              max_samples=max_samples, feature_groups=feature_groups, fn_name=fn, targets=targets,
+                              device=device)
+    shared = setup.take.shape[1] == n  # every repeat scores all rows, in order
+    scored = _scored_rows(*jax.device_put((targets, weights), device), setup.take, setup.source, shared=shared)
     score = setup.row_score
-    if score is not None and not setup.straddled:  # scored block by block on the device: [R, G + 1, n_terms] back
-        weight = _repeat_weights(weights, take, shared)
-        sums = permuted_sums(ens, x, setup.groups, own, sources, targets[own], weight, score, batch_size=batch_size,
-                             devices=devices, fn_name=fn, progress=progress)
-        scores = np.stack([score.final(sums[r], weights[take[r]].astype(np.float64).sum(), targets[take[r]],
-                                       weights[take[r]].astype(np.float64)) for r in range(repeats)])
-        importances = (scores[:, :1] - scores[:, 1:]).T  # [G, R]
+    if score is not None and not setup.straddled:  # scored block by block on the device
+        sums = permuted_sums(ens, x, setup.groups, *scored.kernel_rows, score, batch_size=batch_size,
+                             devices=devices, fn_name=fn, progress=progress, to_host=not rows_on_device)
+        stats = None if score.stats is None else _stats(score.stats, scored.y, scored.weight)
+        if stats is not None and not rows_on_device:
+            stats = np.asarray(jax.device_get(stats), np.float64)
+        importances = (_device_importances if rows_on_device else _importances)(score, sums, stats)
     else:
-        importances = _materialized(ens, x, raw_columns, setup, own, sources, targets, weights, batch_size=batch_size,
-                                    devices=devices, fn_name=fn, progress=progress)
-    result = like_rows((importances.mean(axis=1), importances.std(axis=1), importances), x)
+        importances = _materialized(ens, x, raw_columns, setup, scored, batch_size=batch_size, devices=devices,
+                                    fn_name=fn, progress=progress, to_host=not rows_on_device)
     from sklearn.utils import Bunch  # imported here: scikit-learn takes a second to import
 
-    return Bunch(importances_mean=result[0], importances_std=result[1], importances=result[2])
+    summarize = _device_summaries if rows_on_device else _summaries
+    mean, std = summarize(importances)
+    return Bunch(importances_mean=mean, importances_std=std, importances=importances)
 
 
-def _repeat_weights(weights: np.ndarray, take: np.ndarray, shared: bool) -> np.ndarray:
-    """``f32[n, R]`` each scored row's weight in each repeat's score: its own weight in every
-    repeat (all rows scored), or in its repeat only (repeat ``r``'s rows at ``r * n .. r * n + n``)."""
-    repeats, n_sub = take.shape
+def _summaries(importances: Any) -> tuple[Any, Any]:
+    """``(mean, standard deviation)`` over the repeats of ``[G, R]`` importances (ddof=0)."""
+    return importances.mean(axis=1), importances.std(axis=1)
+
+
+_device_summaries = jax.jit(_summaries)
+
+
+def _importances(score: RowScore, sums: Any, stats: Any) -> Any:
+    """``[G, R]`` the baseline's score minus each group's, from the sums ``[R, G + 1, 1 + n_terms]``
+    of :func:`permuted_sums` (term 0: the weights): NumPy float64, or ``jax.numpy`` for sums held
+    on a device (:func:`_device_importances`)."""
+    scores = score.final(sums[..., 1:], sums[..., 0], stats)  # [R, G + 1]
+    return (scores[:, :1] - scores[:, 1:]).T
+
+
+_device_importances = jax.jit(_importances, static_argnames="score")
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ScoredRows:
+    """The rows a permutation importance scores, laid out for its kernels (device arrays).
+
+    Attributes:
+        own: ``i32[n]`` each kernel row's index among the rows (``n`` = N when every repeat
+            scores all rows, else ``R * n_scored``, repeat by repeat).
+        sources: ``i32[n, n_sources]`` the rows its group values come from, per repeat
+            (``n_sources`` = R) or its own repeat's (``n_sources`` = 1).
+        kernel_y: ``[n]`` (or ``[n, K]``) its targets.
+        kernel_weight: ``f32[n, R]`` its weight in each repeat's score (0 outside its repeat).
+        y: ``[R, n_scored]`` (or ``[R, n_scored, K]``) each repeat's scored targets.
+        weight: ``f32[R, n_scored]`` their weights.
+    """
+
+    own: Array
+    sources: Array
+    kernel_y: Array
+    kernel_weight: Array
+    y: Array
+    weight: Array
+
+    @property
+    def kernel_rows(self) -> tuple[Array, Array, Array, Array]:
+        return self.own, self.sources, self.kernel_y, self.kernel_weight
+
+
+@functools.partial(jax.jit, static_argnames="shared")
+def _scored_rows(y: Array, w: Array, take: Array, source: Array, *, shared: bool) -> ScoredRows:
+    """The :class:`ScoredRows` of the draws ``take``, ``source`` (``i32[R, n_scored]``)."""
+    repeats, n_scored = take.shape
+    w = w.astype(jnp.float32)
     if shared:
-        return np.repeat(weights[:, None], repeats, axis=1).astype(np.float32)
-    out = np.zeros((repeats * n_sub, repeats), np.float32)
-    out[np.arange(repeats * n_sub), np.repeat(np.arange(repeats), n_sub)] = weights[take.reshape(-1)]
-    return out
+        own, sources = take[0], source.T
+        weight = jnp.broadcast_to(w[:, None], (n_scored, repeats))
+    else:
+        own, sources = take.reshape(-1), source.reshape(-1)[:, None]
+        repeat = jnp.repeat(jnp.arange(repeats), n_scored)
+        weight = jnp.where(repeat[:, None] == jnp.arange(repeats)[None, :], w[own][:, None], 0.0)
+    return ScoredRows(own, sources, y[own], weight, y[take], w[take])
 
 
+@functools.partial(jax.jit, static_argnames="stats")
+def _stats(stats: Callable, y: Array, w: Array) -> Array:
+    """``[R, 1, ...]`` a score's statistics of each repeat's scored targets."""
+    return jax.vmap(stats)(y, w)[:, None]
 
 
-def _materialized(ens: Ensemble, x: Any, raw_columns: Any, setup: PermutationSetup, own: np.ndarray,
-                  sources: np.ndarray, targets: np.ndarray, weights: np.ndarray, *, batch_size: int | None,
-                  devices: Any, fn_name: str, progress: bool) -> np.ndarray:
-    """``f64[G, R]`` importances from every permuted prediction, for scores that are not sums over
+def _materialized(ens: Ensemble, x: Any, raw_columns: Any, setup: PermutationSetup, scored: ScoredRows, *,
+                  batch_size: int | None, devices: Any, fn_name: str, progress: bool, to_host: bool) -> Any:
+    """``[G, R]`` importances from every permuted prediction, for scores that are not sums over
     rows (ROC AUC, F1, functions) and for groups that a categorical combination straddles. The
     predictions stay on the device (``R G N K`` floats) unless a straddled group must be
-    featurized again on the host."""
-    take, source = setup.take, setup.source
-    repeats, n_scored = take.shape
+    featurized again on the host; ``f64`` NumPy when ``to_host``."""
+    repeats, n_scored = setup.take.shape
     shared = n_scored == x.shape[0]
-    raw, permuted = permuted_predictions(ens, x, setup.groups, own, sources, batch_size=batch_size,
-                                         devices=devices, fn_name=fn_name, on_device=not setup.straddled,
-                                         progress=progress)
-    for g in setup.straddled:  # groups that a CTR over a combination straddles: featurize again
+    raw, permuted = permuted_predictions(ens, x, setup.groups, scored.own, scored.sources, batch_size=batch_size,
+                                         devices=devices, fn_name=fn_name, progress=progress)
+    if setup.straddled:  # groups that a CTR over a combination straddles: featurized again on the host
+        take, source = jax.device_get((setup.take, setup.source))
+        permuted = np.array(permuted)
+
         def predict_rows(rows):
             layout = leaf_kernels(ens, fn_name)
             return map_rows(layout.predict, layout.params(ens), np.asarray(rows), batch_size=batch_size,
                             devices=devices, fn_name=fn_name, progress=progress)
-        for r in range(repeats):
-            new = refeaturized_predictions(ens, raw_columns, setup.column_groups[g], take[r], source[r], predict_rows)
-            if shared:
-                permuted[:, r, g] = new
-            else:
-                permuted[r * n_scored:(r + 1) * n_scored, 0, g] = new
-    if shared:  # raw [N, K], permuted [N, R, G, K]
-        y_scored, w_scored = targets, weights
-    else:  # raw [R n_scored, K], permuted [R n_scored, 1, G, K]
-        y_scored, w_scored = targets[take], weights[take]
-        raw = raw.reshape(repeats, n_scored, -1)
-        permuted = permuted.reshape(repeats, n_scored, len(setup.groups), -1)
-    base, scores = _scores(y_scored, w_scored, raw, permuted, score_fn=setup.scorer, n_outputs=ens.n_outputs,
+
+        for g in setup.straddled:
+            for r in range(repeats):
+                new = refeaturized_predictions(ens, raw_columns, setup.column_groups[g], take[r], source[r],
+                                               predict_rows)
+                if shared:
+                    permuted[:, r, g] = new
+                else:
+                    permuted[r * n_scored:(r + 1) * n_scored, 0, g] = new
+    base, scores = _scores(scored.y, scored.weight, raw, permuted, score_fn=setup.scorer, n_outputs=ens.n_outputs,
                            shared_rows=shared)
-    return np.asarray(base, np.float64)[None, :] - np.asarray(scores, np.float64).T  # [G, R]
+    if to_host:
+        base, scores = (np.asarray(a, np.float64) for a in jax.device_get((base, scores)))
+    return (base[None, :] - scores.T) if to_host else _device_differences(base, scores)  # [G, R]
+
+
+@jax.jit
+def _device_differences(base: Array, scores: Array) -> Array:
+    """``[G, R]``: the baseline's score ``[R]`` minus each group's ``[R, G]``."""
+    return base[None, :] - scores.T
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "n_outputs", "shared_rows"))
@@ -313,9 +374,10 @@ def _scores(y: Array, w: Array, raw: Array, permuted: Array, *, score_fn: Callab
     """``(f32[R], f32[R, G])`` the baseline's and each group's score per repeat, from results in
     the layout the kernel writes them (no host transpose of the ``R G N K`` predictions).
 
-    ``shared_rows``: every repeat scores all N rows: ``y [N]``, ``w [N]``, ``raw [N, K]``,
-    ``permuted [N, R, G, K]``; else repeat r scores its own n rows: ``y [R, n]``, ``w [R, n]``,
-    ``raw [R, n, K]``, ``permuted [R, n, G, K]``. The baseline is scored as one more group, by
+    ``y [R, n]`` and ``w [R, n]`` are each repeat's scored rows' targets and weights.
+    ``shared_rows``: every repeat scores all N rows (``n`` = N), ``raw [N, K]``,
+    ``permuted [N, R, G, K]``; else repeat r scores its own n rows, ``raw [R n, K]``,
+    ``permuted [R n, 1, G, K]``. The baseline is scored as one more group, by
     the same program: an unchanged prediction vector gets a bitwise equal score, so features no
     tree uses get exactly 0.
     """
@@ -330,63 +392,17 @@ def _scores(y: Array, w: Array, raw: Array, permuted: Array, *, score_fn: Callab
         return jax.lax.map(lambda raw: score(y, w, raw), both)
 
     if shared_rows:
+        y, w = y[0], w[0]
         n, repeats = permuted.shape[:2]
         base = jnp.broadcast_to(raw[:, None, None], (n, repeats, 1, raw.shape[-1]))
         both = jnp.transpose(jnp.concatenate([base, permuted], axis=2), (1, 2, 0, 3))
         y, w = jnp.broadcast_to(y, (repeats,) + y.shape), jnp.broadcast_to(w, (repeats, n))
     else:
+        repeats, n = y.shape[:2]
+        raw, permuted = raw.reshape(repeats, n, -1), permuted.reshape(repeats, n, permuted.shape[2], -1)
         both = jnp.transpose(jnp.concatenate([raw[:, :, None], permuted], axis=2), (0, 2, 1, 3))
     scores = jax.lax.map(one_repeat, (y, w, both))  # [R, G + 1]
     return scores[:, 0], scores[:, 1:]
-
-
-def _row_draws(key: Array, repeats: int, n: int, n_sub: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per repeat: the rows scored and, for each, the row whose values it receives.
-
-    Repeat ``r`` seeds NumPy's PCG64 with ``fold_in(key, r)``: a shuffle of N rows costs a
-    fraction of a millisecond there, against a sort of N random keys in XLA.
-    """
-    seeds = np.asarray(_repeat_seeds(key, np.arange(repeats, dtype=np.uint32))).reshape(repeats, -1)
-    draws = []
-    for seed in seeds.tolist():  # R draws of index vectors; all row work is vectorized
-        rng = np.random.default_rng(seed)
-        rows = np.arange(n) if n_sub == n else np.sort(rng.choice(n, n_sub, replace=False))
-        draws.append((rows, rows[rng.permutation(n_sub)]))
-    return draws
-
-
-@jax.jit
-def _repeat_seeds(key: Array, repeats: Array) -> Array:
-    """``u32[R, ...]``: the data of ``fold_in(key, r)`` for each repeat, in one dispatch."""
-    return jax.random.key_data(jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, repeats))
-
-
-def as_key(random_state: Any, fn_name: str) -> Array:
-    """A typed ``jax.random`` key from an int, None, a JAX key or a NumPy generator.
-
-    An int ``s < 2**32`` gives ``jax.random.key(s)``; larger ints fold their high word in.
-    """
-    if random_state is None:
-        random_state = int(np.random.default_rng().integers(2**63))
-    elif isinstance(random_state, np.random.RandomState):
-        random_state = int(random_state.randint(2**31))
-    elif isinstance(random_state, np.random.Generator):
-        random_state = int(random_state.integers(2**63))
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        if not 0 <= random_state < 2**64:
-            raise ValueError(f"{fn_name}: random_state must be an int in [0, 2**64); got {random_state}")
-        seed = int(random_state)
-        key = jax.random.key(seed & 0xFFFFFFFF)
-        return key if seed < 2**32 else jax.random.fold_in(key, seed >> 32)
-    if isinstance(random_state, jax.Array):
-        if jnp.issubdtype(random_state.dtype, jax.dtypes.prng_key) and random_state.shape == ():
-            return random_state
-        if random_state.dtype == jnp.uint32 and random_state.ndim == 1:  # a raw (legacy) key
-            return jax.random.wrap_key_data(random_state)
-    raise TypeError(
-        f"{fn_name}: random_state must be an int, None, a jax.random key or a NumPy Generator; "
-        f"got {type(random_state).__name__}"
-    )
 
 
 def _check_repeats(n_repeats: Any, fn_name: str) -> int:

@@ -4,7 +4,7 @@ read.
 
 Every score is a function ``(y, raw_prediction, sample_weight) -> scalar``, greater is better,
 of the raw predictions in the API layout (``f32[n]`` when K == 1, ``f32[n, K]`` otherwise).
-Targets are what :func:`as_targets` makes of the user's ``y``:
+Targets are what ``jaximp._importances.targets.as_targets`` makes of the user's ``y``:
 
 * regression: ``f32[n]``; multi-regression: ``f32[n, K]``;
 * binary (``Logloss``/``CrossEntropy``): ``f32[n]`` in ``[0, 1]`` (class labels mapped to 0/1
@@ -265,18 +265,32 @@ def _scoring_needed(ens: Ensemble, task: Task, fn_name: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RowScore:
-    """A score computed from weighted sums over rows: ``final(sum_i w_i rows(y_i, raw_i), ...)``.
+    """A score computed from weighted sums over rows: ``final(sum_i w_i rows(y_i, raw_i), sum_i w_i,
+    stats(y, w))``.
 
-    ``rows(y, raw f32[n, K]) -> f32[n, n_terms]`` are per-row terms (a kernel sums them per
-    block, the host adds the blocks in float64); ``final(sums f64[..., n_terms], weight f64[], y,
-    w) -> f64[...]`` is the score from the sums, the total weight and the scored rows' targets and
-    weights (NumPy, for terms that depend on the targets alone, such as R^2's total sum of
-    squares). Equal to the named scorer of :data:`SCORERS` computed on all rows at once
+    ``rows(y, raw f32[n, K]) -> f32[n, n_terms]`` are per-row terms, which a kernel sums per block
+    (the blocks are added on the device in double-float precision, ``jaximp._rows.sums``).
+    ``final(sums [..., n_terms], weight [...], stats) -> [...]`` is the score from the sums and
+    the total weight, in NumPy (float64) or ``jax.numpy`` (on the device), whichever ``sums`` is
+    held in; ``stats(y, w)`` (``jax.numpy``, or None) is what ``final`` needs of the scored rows'
+    targets alone, such as R^2's total sum of squares, shaped to broadcast against ``sums``.
+    Equal to the named scorer of :data:`SCORERS` computed on all rows at once
     (``tests/test_importances_metrics.py``).
     """
 
     rows: Callable[[Array, Array], Array]
     final: Callable[..., Any]
+    stats: Callable[[Array, Array], Array] | None = None
+
+
+def _xp(a: Any) -> Any:
+    """``jax.numpy`` for sums held on a device, else NumPy."""
+    return jnp if isinstance(a, jax.Array) else np
+
+
+def _per_weight(sums: Any, weight: Any) -> Any:
+    xp = _xp(sums)
+    return sums / xp.expand_dims(xp.asarray(weight), -1)
 
 
 def _label_rows(y, raw):  # 1 where the predicted class is the target
@@ -288,13 +302,20 @@ def _log_loss_rows(y, raw):
     return (_logloss_rows(y, raw) if raw.shape[1] == 1 else _multiclass_rows(y, raw))[:, None]
 
 
-def _r2_final(sums, weight, y, w):
-    y = y.reshape(len(y), -1).astype(np.float64)
+def _r2_stats(y, w):
+    """``[K]`` the weighted variance of each output's targets (two passes: no cancellation)."""
+    y = as_columns(y).astype(w.dtype)
+    weight = jnp.sum(w)
     mean = (w @ y) / weight
-    total = (w @ (y - mean) ** 2) / weight  # [K]
-    residual = sums / weight
+    return (w @ (y - mean) ** 2) / weight
+
+
+def _r2_final(sums, weight, total):
+    xp = _xp(sums)
+    residual = _per_weight(sums, weight)
+    total = xp.asarray(total, residual.dtype)
     ok = total > 0
-    ratio = np.where(ok, 1.0 - residual / np.where(ok, total, 1.0), np.where(residual == 0, 1.0, 0.0))
+    ratio = xp.where(ok, 1.0 - residual / xp.where(ok, total, 1.0), xp.where(residual == 0, 1.0, 0.0))
     return ratio.mean(axis=-1)
 
 
@@ -302,21 +323,32 @@ def _squared_rows(y, raw):
     return (raw - as_columns(y)) ** 2
 
 
+def _mean_error(sums, weight, stats):
+    return -_per_weight(sums, weight).mean(axis=-1)
+
+
+def _root_mean_error(sums, weight, stats):
+    return -_xp(sums).sqrt(_per_weight(sums, weight)).mean(axis=-1)
+
+
+def _mean_gain(sign):
+    return lambda sums, weight, stats: sign * sums[..., 0] / weight
+
+
 ROW_SCORES: dict[str, RowScore] = {
-    "neg_mean_squared_error": RowScore(_squared_rows, lambda s, n, y, w: -np.mean(s / n, axis=-1)),
-    "neg_root_mean_squared_error": RowScore(_squared_rows, lambda s, n, y, w: -np.mean(np.sqrt(s / n), axis=-1)),
-    "neg_mean_absolute_error": RowScore(lambda y, raw: jnp.abs(raw - as_columns(y)),
-                                        lambda s, n, y, w: -np.mean(s / n, axis=-1)),
-    "r2": RowScore(_squared_rows, _r2_final),
-    "accuracy": RowScore(_label_rows, lambda s, n, y, w: s[..., 0] / n),
-    "neg_log_loss": RowScore(_log_loss_rows, lambda s, n, y, w: -s[..., 0] / n),
-    "neg_brier_score": RowScore(lambda y, raw: (jax.nn.sigmoid(raw) - as_columns(y)) ** 2,
-                                lambda s, n, y, w: -s[..., 0] / n),
+    "neg_mean_squared_error": RowScore(_squared_rows, _mean_error),
+    "neg_root_mean_squared_error": RowScore(_squared_rows, _root_mean_error),
+    "neg_mean_absolute_error": RowScore(lambda y, raw: jnp.abs(raw - as_columns(y)), _mean_error),
+    "r2": RowScore(_squared_rows, _r2_final, _r2_stats),
+    "accuracy": RowScore(_label_rows, _mean_gain(1.0)),
+    "neg_log_loss": RowScore(_log_loss_rows, _mean_gain(-1.0)),
+    "neg_brier_score": RowScore(lambda y, raw: (jax.nn.sigmoid(raw) - as_columns(y)) ** 2, _mean_gain(-1.0)),
 }
 
 
 def block_sums(score: RowScore, y: Array, weight: Array, both: Array) -> Array:
-    """``f32[R, G + 1, n_terms]``: a block's weighted sums of ``score``'s row terms in each repeat.
+    """``f32[R, G + 1, 1 + n_terms]``: a block's weighted sums of ``score``'s row terms in each
+    repeat, after the sum of the weights themselves (term 0).
 
     Args:
         score: the score.
@@ -330,8 +362,11 @@ def block_sums(score: RowScore, y: Array, weight: Array, both: Array) -> Array:
     Every (repeat, group) is summed by the same reduction, so a prediction that a permutation
     leaves bitwise unchanged gives a bitwise equal sum.
     """
-    terms = jax.vmap(jax.vmap(lambda raw: score.rows(y, raw)))(both)  # [n_sources, G + 1, n, n_terms]
-    return jnp.sum(terms * weight.T[:, None, :, None], axis=2)
+    def terms(raw):
+        return jnp.concatenate([jnp.ones((raw.shape[0], 1), raw.dtype), score.rows(y, raw)], axis=1)
+
+    per_row = jax.vmap(jax.vmap(terms))(both)  # [n_sources, G + 1, n, 1 + n_terms]
+    return jnp.sum(per_row * weight.T[:, None, :, None], axis=2)
 
 
 @functools.cache
@@ -339,7 +374,7 @@ def _loss_row_score(name: str) -> RowScore:
     """The model loss ``name`` as a :class:`RowScore` (one object per loss: a static argument)."""
     loss = MODEL_LOSSES[name]
     return RowScore(lambda y, raw: loss.row_loss(y, raw)[:, None],
-                    lambda s, n, y, w: -np.asarray(loss.final(s[..., 0], n), np.float64))
+                    lambda sums, weight, stats: -loss.final(sums[..., 0], weight))
 
 
 def row_score(scoring: Any, ens: Ensemble) -> RowScore | None:
@@ -350,108 +385,3 @@ def row_score(scoring: Any, ens: Ensemble) -> RowScore | None:
     if isinstance(scoring, str):
         return ROW_SCORES.get(scoring)
     return None
-
-
-def check_scorer_targets(scoring: Any, y: np.ndarray, task: Task, n_classes: int, fn_name: str) -> None:
-    """Targets that a named scorer needs: class labels (not probabilities), every class for AUC."""
-    if not isinstance(scoring, str):
-        return
-    if task == "binary" and scoring in _LABEL_SCORERS and not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"{fn_name}: scoring {scoring!r} needs y to hold class labels, not probabilities")
-    if scoring.startswith("roc_auc"):
-        missing = sorted(set(range(n_classes)) - set(np.unique(y).astype(int).tolist()))
-        if missing:
-            raise ValueError(
-                f"{fn_name}: scoring {scoring!r} needs every class in y; classes {missing} are absent"
-            )
-
-
-# ----------------------------------------------------------------------------------------
-# Targets from the user
-
-
-def as_targets(y: Any, ens: Ensemble, n_rows: int, fn_name: str) -> np.ndarray:
-    """The targets in the layout the metrics expect (see the module docstring).
-
-    Args:
-        y: labels or values; class labels are matched to ``ens.class_names`` when it has them.
-        ens: the model.
-        n_rows: N, the number of rows of X.
-        fn_name: the public function, for error messages.
-
-    Returns:
-        ``f32[N]`` (regression, binary), ``f32[N, K]`` (multi-regression) or ``i32[N]``
-        (multiclass class indices); for a model without a loss, ``f32[N]`` or ``f32[N, K]`` as
-        given.
-
-    Raises:
-        TypeError: non-numeric targets for a regression.
-        ValueError: wrong length or shape, NaN, or labels that are not the model's classes.
-    """
-    task = task_of(ens, fn_name)
-    if isinstance(y, jax.core.Tracer):
-        return _traced_targets(y, ens, task, n_rows, fn_name)
-    if hasattr(y, "to_numpy"):  # pandas / polars Series or DataFrame
-        y = y.to_numpy()
-    y = _shaped(np.asarray(y), ens, task, n_rows, fn_name)
-    if task in _CLASSES and ens.class_names:
-        return _class_indices(y, ens.class_names, task, fn_name)
-    if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
-        names = "" if task in _REGRESSION else " (the model has no class names)"
-        raise TypeError(f"{fn_name}: y must hold numbers for a {task} model{names}; got dtype {y.dtype}")
-    y = y.astype(np.float64)
-    if not np.all(np.isfinite(y)):
-        raise ValueError(f"{fn_name}: y must be finite; got {int(np.sum(~np.isfinite(y)))} NaN/inf values")
-    if task == "binary" and not np.all((y >= 0) & (y <= 1)):
-        raise ValueError(f"{fn_name}: y must be 0/1 labels or probabilities in [0, 1]; got values in "
-                         f"[{y.min()}, {y.max()}]")
-    if task == "multiclass":
-        if not np.all((y == np.round(y)) & (y >= 0) & (y < ens.n_outputs)):
-            raise ValueError(f"{fn_name}: y must hold class indices 0..{ens.n_outputs - 1}")
-        return y.astype(np.int32)
-    return y.astype(np.float32)
-
-
-def _traced_targets(y: Array, ens: Ensemble, task: Task, n_rows: int, fn_name: str) -> Array:
-    """Targets traced by ``jax.jit``, ``grad`` or ``vmap``, taken as the metrics' layout (see the
-    module docstring: values, the second class's 0/1 or probability, class indices), never as
-    class labels; only their shape can be checked."""
-    y = _shaped(y, ens, task, n_rows, fn_name)
-    if task == "multiclass":
-        return y.astype(jnp.int32)
-    return y.astype(jnp.result_type(float, y))
-
-
-def _shaped(y: Any, ens: Ensemble, task: Task, n_rows: int, fn_name: str) -> Any:
-    """``y`` as ``[N]`` (a ``[N, 1]`` column squeezed) or ``[N, K]`` for multi-regression, else a
-    ValueError."""
-    if y.ndim == 2 and y.shape[1] == 1 and task != "multiregression":
-        y = y[:, 0]
-    want = (n_rows, ens.n_outputs) if task == "multiregression" else (n_rows,)
-    if task == "unknown" and y.shape == (n_rows, ens.n_outputs):  # a scoring function reads y as given
-        want = y.shape
-    if y.shape != want:
-        raise ValueError(f"{fn_name}: y must have shape {want}, one target per row of X; got {y.shape}")
-    return y
-
-
-def _class_indices(y: np.ndarray, class_names: tuple, task: Task, fn_name: str) -> np.ndarray:
-    """Map labels to their position in ``class_names`` (numbers by value, others by string)."""
-    labels, inverse = np.unique(y, return_inverse=True)
-    index = []
-    for label in labels.tolist():  # a loop over the distinct labels, not over rows
-        found = [i for i, name in enumerate(class_names) if _same_label(label, name)]
-        index.append(found[0] if found else -1)
-    index = np.asarray(index)
-    if np.any(index < 0):
-        bad = labels[np.flatnonzero(index < 0)[:5]].tolist()
-        raise ValueError(f"{fn_name}: y must hold the model's class labels {list(class_names)}; got {bad}")
-    out = index[inverse.reshape(-1)]
-    return out.astype(np.float32) if task == "binary" else out.astype(np.int32)
-
-
-def _same_label(label: Any, name: Any) -> bool:
-    numbers = (int, float, np.number)
-    if isinstance(label, numbers) and not isinstance(label, bool) and isinstance(name, numbers):
-        return float(label) == float(name)
-    return str(label) == str(name)

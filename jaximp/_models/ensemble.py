@@ -270,7 +270,10 @@ def to_columns(ens: Ensemble, values: Array, axis: int, *, per: str = "player") 
     else:
         sets = ens.players if per == "player" else ens.reads
     moved = jnp.moveaxis(values, axis, -1)
-    return jnp.moveaxis(moved @ jnp.asarray(_shares(sets, ens.n_features), moved.dtype), -1, axis)
+    shares = _shares(sets, ens.n_features).astype(moved.dtype)
+    if not isinstance(moved, jax.core.Tracer) and len(moved.devices()) == 1:  # put where the values are
+        shares = jax.device_put(shares, next(iter(moved.devices())))
+    return jnp.moveaxis(moved @ shares, -1, axis)
 
 
 def has_real_names(ens: Ensemble) -> bool:

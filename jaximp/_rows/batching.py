@@ -13,7 +13,8 @@ Every function of jaximp that takes rows runs its per-row kernel through :func:`
   the host while the next one runs; rows given as ``jax.Array`` give ``jax.Array`` results left
   on the devices that hold the rows, split over them the same way (no host copy);
 * a reduction over rows (:func:`sum_rows`, :func:`sum_blocks`, :func:`mean_abs_rows`) adds each
-  step's result and never holds a per-row result for all rows;
+  step's result on the device (block sums in double-float precision, ``jaximp._rows.sums``) and
+  never holds a per-row result for all rows;
 * the default step size comes from the kernel's per-row output footprint (``row_floats``) and the
   device's memory, so a default call fits the device whatever the output's width;
 * when the kernel's non-row arguments are traced (``jax.grad`` / ``jax.jit`` over the model),
@@ -39,6 +40,7 @@ import numpy as np
 from jax import Array
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jaximp._rows import sums
 from jaximp._rows.devices import (
     device_step,
     joined,
@@ -352,51 +354,59 @@ def _block_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner
 
 def weighted_sums(kernel: Callable, params: Any, rows: Any, weight: Any, *, batch_size: int | None,
                   devices: Any, fn_name: str, absolute: bool = False, row_floats: int = 0,
-                  progress: bool = True, **static: Any) -> Any:
+                  progress: bool = True, to_host: bool | None = None, **static: Any) -> Any:
     """``sum_i weight_i kernel(params, rows)_i`` (of ``|kernel|`` when ``absolute``) over all rows,
-    each output of the per-row ``kernel`` summed per block on the device and the blocks added in
-    float64 on the host (:func:`sum_blocks`): never the per-row result of all rows.
+    each output of the per-row ``kernel`` summed per block on the device and the blocks added
+    there in double-float precision (:func:`sum_blocks`): never the per-row result of all rows.
 
     Returns:
-        The kernel's output pytree without its row axis, ``f64`` NumPy (traced ``f32`` when
-        ``params`` or ``rows`` are traced).
+        The kernel's output pytree without its row axis: ``f64`` NumPy, or ``jax.Array``s on the
+        rows' devices (``to_host`` as for :func:`sum_blocks`); traced ``f32`` when ``params`` or
+        ``rows`` are traced.
     """
     return sum_blocks(_block_sum_kernel, params, (rows, weight), batch_size=batch_size, devices=devices,
-                      fn_name=fn_name, row_floats=row_floats, progress=progress, inner=kernel,
+                      fn_name=fn_name, row_floats=row_floats, progress=progress, to_host=to_host, inner=kernel,
                       inner_static=tuple(sorted(static.items())), absolute=absolute)
 
 
 def sum_blocks(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any,
-               fn_name: str, row_floats: int = 0, progress: bool = True, **static: Any) -> Any:
-    """The float64 sum of per-block sums: ``kernel`` returns, per step, arrays ``[n_blocks, ...]``
-    (one sum per block of rows), and only those come back to the host, where they are added in
-    float64 one after another in row order.
+               fn_name: str, row_floats: int = 0, progress: bool = True, to_host: bool | None = None,
+               **static: Any) -> Any:
+    """The sum of per-block sums: ``kernel`` returns, per step, arrays ``[n_blocks, ...]`` (one sum
+    per block of rows), added one after another in row order on the device, in double-float
+    precision (:func:`jaximp._rows.sums.add_blocks`): only the total leaves the device.
 
-    Blocks hold the same rows whatever the batch size or device count, so the result does too
-    (identical, not only close). Padding rows must add nothing (give them zero weight).
+    Blocks hold the same rows whatever the batch size or device count, and they are added in the
+    same order, so the result is identical for any of them (not only close). Padding rows must
+    add nothing (give them zero weight).
+
+    Args:
+        to_host: return ``f64`` NumPy (the compensated sum in float64) or ``jax.Array``s in the
+            kernel's dtype on the rows' device; None: NumPy unless a row array is a ``jax.Array``.
 
     Returns:
-        The summed pytree, ``f64`` NumPy arrays (traced, in the kernel's dtype, when ``params``
-        or ``rows`` are traced: one call, summed on the device).
+        The summed pytree (traced, in the kernel's dtype, when ``params`` or ``rows`` are traced:
+        one call, summed on the device).
     """
-    return _summed_blocks(kernel, params, rows, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                          row_floats=row_floats, progress=progress, **static)[0]
+    total, _ = _summed_blocks(kernel, params, rows, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                              row_floats=row_floats, progress=progress, **static)
+    if is_traced(total):
+        return total
+    return sums.on_host(total) if (not on_device(rows) if to_host is None else to_host) else sums.on_device(total)
 
 
 def _summed_blocks(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any,
                    fn_name: str, row_floats: int = 0, progress: bool = True, **static: Any) -> tuple[Any, Any]:
-    """``(the sum of :func:`sum_blocks`, the dtypes of the kernel's outputs)``: a reduction's
-    result then takes the kernel's dtype (float64 for a float64 model under ``jax_enable_x64``)."""
+    """``(the double-float sum of :func:`sum_blocks` on the device, the dtypes of the kernel's
+    outputs)``: a reduction's result then takes the kernel's dtype (float64 for a float64 model
+    under ``jax_enable_x64``). A traced call gives its plain traced sum."""
     total, dtypes = None, None
     for out in _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
                       row_floats=row_floats, progress=progress, per_block=True):
         dtypes = jax.tree_util.tree_map(lambda a: a.dtype, out)
         if is_traced(out):
             return jax.tree_util.tree_map(lambda a: jnp.sum(a, axis=0), out), dtypes
-        parts = jax.tree_util.tree_map(lambda a: np.asarray(jax.device_get(a), np.float64), out)
-        if total is not None:
-            parts = jax.tree_util.tree_map(lambda t, a: np.concatenate([t[None], a]), total, parts)
-        total = jax.tree_util.tree_map(lambda a: np.add.accumulate(a, axis=0)[-1], parts)
+        total = sums.add_blocks(total, out)
     return total, dtypes
 
 
@@ -404,15 +414,15 @@ def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int |
                   fn_name: str, row_floats: int = 0, progress: bool = True, **static: Any) -> Any:
     """The mean over rows of ``|kernel(params, rows)|``, without the per-row result for all rows.
 
-    Each step sums its rows' ``|kernel|`` per block on the device; the blocks' sums are added
-    on the host in float64 (:func:`sum_blocks`), so the result is identical whatever the batch
-    size or device count, and equals the mean of the per-row values to float32 rounding of each
-    block's sum. Memory: one step's per-row output.
+    Each step sums its rows' ``|kernel|`` per block on the device; the blocks' sums are added on
+    the device in double-float precision (:func:`sum_blocks`), so the result is identical whatever
+    the batch size or device count, and equals the mean of the per-row values to float32
+    rounding of each block's sum. Memory: one step's per-row output.
 
     Returns:
         The mean in the kernel's dtype (float32; float64 for a float64 model under
-        ``jax_enable_x64``): NumPy when ``rows`` are in host memory, ``jax.Array`` when they are
-        one (or traced).
+        ``jax_enable_x64``): NumPy when ``rows`` are in host memory, ``jax.Array`` on the rows'
+        devices when they are one (or traced).
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     weight = unit_weights(rows)
@@ -421,8 +431,9 @@ def mean_abs_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int |
                                    inner=kernel, inner_static=tuple(sorted(static.items())), absolute=True)
     if is_traced(total):
         return jax.tree_util.tree_map(lambda a: a / n, total)
-    mean = jax.tree_util.tree_map(lambda a, dtype: (a / n).astype(dtype), total, dtypes)
-    return like_rows(mean, rows)
+    if on_device(rows):
+        return sums.mean_on_device(total, n)
+    return jax.tree_util.tree_map(lambda a, dtype: (a / n).astype(dtype), sums.on_host(total), dtypes)
 
 
 def unit_weights(rows: Any) -> Any:

@@ -8,6 +8,7 @@ rows of a call into steps of whole blocks).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +25,14 @@ def power_of_two_rows(a: Any) -> Array:
     row that a kernel gathers from, whose compiled shape then serves every N up to that power.
     Host rows are padded on the host and put on the device (no program to trace)."""
     size = 1 << max(0, a.shape[0] - 1).bit_length()
-    widths = ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1)
-    return jax.device_put(np.pad(a, widths)) if isinstance(a, np.ndarray) else jnp.pad(a, widths)
+    if isinstance(a, np.ndarray):
+        return jax.device_put(np.pad(a, ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1)))
+    return _padded_rows(a, size=size)
+
+
+@functools.partial(jax.jit, static_argnames="size")
+def _padded_rows(a: Array, *, size: int) -> Array:
+    return jnp.pad(a, ((0, size - a.shape[0]),) + ((0, 0),) * (a.ndim - 1))
 
 
 def whole_blocks(a: Array, block: int, axis: int = 0) -> Array:

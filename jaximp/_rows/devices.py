@@ -99,10 +99,12 @@ def rows_devices(rows: Any) -> Any:
 
 
 def on_mesh(a: Array, mesh: Mesh, axis: int) -> Array:
-    """Device rows ``a`` as the call's steps read them, once per call: left as they are on the
-    mesh's one device, else placed on ``mesh``, split along their rows ``axis`` where they divide
-    evenly (as they are when given so: then nothing moves), whole on every device otherwise."""
-    if not isinstance(a, jax.Array) or (mesh.size == 1 and a.devices() == set(mesh.devices.flat)):
+    """Rows ``a`` of a call whose rows are on a device, as its steps read them, once per call:
+    left as they are on the mesh's one device, else placed on ``mesh`` (host arrays too), split
+    along their rows ``axis`` where they divide evenly (as they are when given so: then nothing
+    moves), whole on every device otherwise."""
+    if not isinstance(a, (jax.Array, np.ndarray)) or (isinstance(a, jax.Array) and mesh.size == 1
+                                                        and a.devices() == set(mesh.devices.flat)):
         return a
     split = a.shape[axis] % mesh.size == 0
     spec = PartitionSpec(*(None,) * axis, ROW_AXIS) if split else PartitionSpec()

@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 from jaximp._models.ensemble import Ensemble, has_real_names
 from jaximp._models.thresholds import MIN_NORMAL
@@ -308,6 +309,8 @@ def as_weights(sample_weight: Any, n_rows: int, fn_name: str, *, allow_all_zero:
             raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; "
                              f"got {sample_weight.shape}")
         return sample_weight.astype(jnp.result_type(float, sample_weight))
+    if isinstance(sample_weight, jax.Array):  # checked on its device: a few numbers are read back
+        return _device_weights(sample_weight, n_rows, fn_name, allow_all_zero)
     w = np.asarray(sample_weight)
     if not (np.issubdtype(w.dtype, np.number) or w.dtype == bool):
         raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
@@ -320,6 +323,26 @@ def as_weights(sample_weight: Any, n_rows: int, fn_name: str, *, allow_all_zero:
     if not allow_all_zero and (bad.size or not np.sum(w) > 0):
         raise ValueError(f"{fn_name}: sample_weight must be finite, non-negative and not all 0")
     return w
+
+
+def _device_weights(w: Array, n_rows: int, fn_name: str, allow_all_zero: bool) -> Array:
+    """:func:`as_weights` of weights in a ``jax.Array``, left on its device."""
+    if not (jnp.issubdtype(w.dtype, jnp.number) or w.dtype == bool):
+        raise TypeError(f"{fn_name}: sample_weight must hold numbers; got dtype {w.dtype}")
+    if w.shape != (n_rows,):
+        raise ValueError(f"{fn_name}: sample_weight must have shape ({n_rows},), one weight per row; got {w.shape}")
+    w = w.astype(jnp.float32)
+    valid, positive = jax.device_get(_weights_summary(w))
+    if not valid or not (allow_all_zero or positive):
+        zero = "" if allow_all_zero else " and not all 0"
+        raise ValueError(f"{fn_name}: sample_weight must be finite and non-negative{zero}")
+    return w
+
+
+@jax.jit
+def _weights_summary(w: Array) -> tuple[Array, Array]:
+    """``(every weight is finite and >= 0, their sum is > 0)``, computed where ``w`` is."""
+    return jnp.all(jnp.isfinite(w) & (w >= 0)), jnp.sum(w) > 0
 
 
 def _select_frame(X: Any, columns: list[str], ens: Ensemble, fn_name: str, arg: str) -> np.ndarray:
