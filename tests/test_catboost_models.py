@@ -30,6 +30,7 @@ from jaximp._rows import ctr_values, featurize, pools
 from jaximp._rows.batching import features_first, map_rows
 from jaximp._rows.hashing import projection_hash
 from jaximp._rows.inputs import as_features, as_raw_columns
+from jaximp._rows.tuning import ACCELERATOR, CPU
 
 # Trees without splits -----------------------------------------------------------------------------------------
 
@@ -232,7 +233,8 @@ def test_featurized_rows_reach_the_kernels_feature_major(layout):
     row_major = np.ascontiguousarray(x)
     kernels = KERNELS[layout]
     assert x.flags.f_contiguous and not x.flags.c_contiguous
-    assert features_first(kernels.predict, x) and not features_first(kernels.predict, row_major)
+    assert features_first(kernels.predict, x, CPU) and not features_first(kernels.predict, row_major, CPU)
+    assert not features_first(kernels.predict, x, ACCELERATOR)  # a CPU trick
     data = models.pool(frame)
     expected_raw = raw_output(model, data)
     values, _ = catboost_shap(model, data)

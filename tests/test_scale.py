@@ -12,6 +12,7 @@ agree to about ``1024 * 6e-8``: ``rtol=1e-5`` of the largest entry).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -112,7 +113,7 @@ def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypat
     (the trees of a tree-major leaf table, the rows of row-major values): with every copy split,
     leaves, predictions (one output or several) and SHAP values of several steps are identical
     to one-thread copies, and the result keeps its memory order."""
-    from jaximp._rows import threads
+    from jaximp._rows import threads, tuning
 
     model, X, _, _ = train("multiclass", depth=6)
     ens = jaximp.from_catboost(model)
@@ -126,7 +127,7 @@ def test_steps_copied_to_the_host_in_two_threads_give_the_same_results(monkeypat
     }
     expected = {name: call() for name, call in calls.items()}
     splits = []
-    monkeypatch.setattr(threads, "_SPLIT_COPY", 0)
+    monkeypatch.setattr(tuning, "CPU", dataclasses.replace(tuning.CPU, split_copy_bytes=1))
     original = threads.worker
     monkeypatch.setattr(threads, "worker", lambda name: splits.append(name) or original(name))
     for name, call in calls.items():
@@ -424,16 +425,17 @@ def test_importances_with_targets_live_where_the_rows_are(ensemble):
 def test_accelerator_step_shapes_give_the_same_tree_shap(monkeypatch):
     """TreeEnsemble SHAP sizes its steps for CPU caches on CPUs only; the accelerator choice (wider
     row steps, more trees per chunk), run here on the CPU, gives the same values."""
+    from jaximp._rows.tuning import ACCELERATOR, CPU
     from jaximp._shap import tree_plans as _tree_shap
 
     fitted = depthwise_multiclass()
     ens, X = fitted.ens, fitted.X
-    kind = _tree_shap.Kind("path", _tree_shap._layout(ens, "path")[0])
-    assert _tree_shap._step(ens, kind, "gpu") != _tree_shap._step(ens, kind, "cpu")
+    kind = _tree_shap.Kind("path", _tree_shap._layout(ens, "path", CPU)[0])
+    assert _tree_shap._step(ens, kind, ACCELERATOR) != _tree_shap._step(ens, kind, CPU)
     backgrounds = {"path_dependent": None, "interventional": X[:50]}
     expected = {m: jaximp.shap_values(ens, X, method=m, background=b) for m, b in backgrounds.items()}
     expected["interactions"] = jaximp.shap_interaction_values(ens, X[:64])
-    monkeypatch.setattr(_tree_shap, "_platform", lambda devices, x, fn_name: "gpu")
+    monkeypatch.setattr(_tree_shap, "rows_tuning", lambda devices, x, fn_name: ACCELERATOR)
     for m, b in backgrounds.items():
         np.testing.assert_allclose(jaximp.shap_values(ens, X, method=m, background=b), expected[m],
                                    rtol=1e-5, atol=1e-6, err_msg=m)

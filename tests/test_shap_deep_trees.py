@@ -11,6 +11,7 @@ Tolerances: ``rtol=1e-5, atol=1e-5 * max(1, magnitude)``; LossFunctionChange ``1
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -30,6 +31,8 @@ from oracles import (
 )
 
 import jaximp
+from jaximp._rows import tuning
+from jaximp._rows.tuning import CPU
 
 slow = pytest.mark.slow
 
@@ -113,14 +116,13 @@ def test_few_rows_loop_the_quadrature_nodes_in_the_cost_model():
     """The cost model weighs compiling a bucket's code against its rows' work: spread over few
     rows, SHAP values loop the quadrature nodes of each bucket (one node's code); over many, they
     take them unrolled (faster passes)."""
-    import jaximp._shap.tree_plans as tree_shap
     from jaximp._shap.layouts import path_costs, plan_layout
 
     players = np.random.default_rng(0).integers(1, 16, size=(500, 127))  # 500 trees: loops cost many rows more
     for rows, looped in [(64, True), (1 << 16, False)]:
         layout = plan_layout(players, 500, 127, 20, table_depth=0, table_floats=lambda d: 0, table_bytes=0,
-                             costs=lambda d: path_costs(d, rows), compile_cost=tree_shap._BUCKET_COMPILE_NS / rows,
-                             node_compile_cost=tree_shap._NODE_COMPILE_NS / rows)
+                             costs=lambda d: path_costs(d, rows), compile_cost=CPU.bucket_compile_ns / rows,
+                             node_compile_cost=CPU.node_compile_ns / rows)
         assert [b.looped for b in layout] == [looped and b.depth > 2 for b in layout]
 
 
@@ -133,12 +135,12 @@ def test_a_layout_is_the_models_whatever_the_rows_or_the_cache(tmp_path):
     import jaximp._shap.tree_plans as tree_shap
 
     ens = lightgbm_deep().ens
-    layout = tree_shap._layout(ens, "path")[0]
-    assert not any(b.looped for b in tree_shap._layout(ens, "pairs")[0])
+    layout = tree_shap._layout(ens, "path", CPU)[0]
+    assert not any(b.looped for b in tree_shap._layout(ens, "pairs", CPU)[0])
     saved = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))  # nothing compiled while it is on
     try:
-        assert tree_shap._layout(ens, "path")[0] == layout
+        assert tree_shap._layout(ens, "path", CPU)[0] == layout
     finally:
         jax.config.update("jax_compilation_cache_dir", saved)
 
@@ -148,7 +150,6 @@ def test_few_rows_loop_more_than_ten_nodes_only_over_few_leaves():
     first call on few rows of many deep trees (the paths of 500 LightGBM trees of 127 leaves)
     loops so deep a bucket only over a few of its leaves, where pricing the loop as a shallow
     one's merged a seventh of them into a looped bucket of 22 slots (4.3 s a call, against 2.4 s)."""
-    import jaximp._shap.tree_plans as tree_shap
     from jaximp._shap.layouts import path_costs, plan_layout
 
     counts = [257, 438, 1168, 2332, 4122, 5979, 7661, 8160, 7937, 6739, 5526, 4480, 3387, 2120, 1432, 839,
@@ -156,8 +157,8 @@ def test_few_rows_loop_more_than_ten_nodes_only_over_few_leaves():
     players = np.repeat(np.arange(1, 23), counts).reshape(500, 127)
     rows = 2000
     layout = plan_layout(players, 500, 127, 31, table_depth=0, table_floats=lambda d: 0, table_bytes=0,
-                         costs=lambda d: path_costs(d, rows), compile_cost=tree_shap._BUCKET_COMPILE_NS / rows,
-                         node_compile_cost=tree_shap._NODE_COMPILE_NS / rows)
+                         costs=lambda d: path_costs(d, rows), compile_cost=CPU.bucket_compile_ns / rows,
+                         node_compile_cost=CPU.node_compile_ns / rows)
     assert sum(b.count for b in layout) == players.size and layout[-1].depth == 22
     assert any(b.looped for b in layout)  # few rows: compiling every node would cost more
     assert all(b.count <= players.size // 50 for b in layout if b.looped and b.depth > 20)
@@ -171,7 +172,7 @@ def test_an_explainer_lays_its_plan_out_as_shap_values_does():
     fitted = lightgbm_deep()
     ens, x = fitted.ens, lightgbm_rows(fitted.model, fitted.X, 64)
     explainer = jaximp.Explainer(ens)
-    assert explainer.tables.kind.layout == tree_shap._layout(ens, "path")[0]
+    assert explainer.tables.kind.layout == tree_shap._layout(ens, "path", CPU)[0]
     np.testing.assert_array_equal(explainer.shap_values(x), jaximp.shap_values(ens, x))
     assert_close(explainer.shap_values(x), lightgbm_contributions(fitted.model, x)[0][:, :, 0])
 
@@ -187,11 +188,11 @@ def test_deep_lightgbm_trees_in_any_buckets_equal_pred_contrib(monkeypatch, max_
     fitted = lightgbm_deep()
     layout = functools.partial(tree_shap.plan_layout, max_buckets=max_buckets, overhead=0.0)
     monkeypatch.setattr(tree_shap, "plan_layout", layout)
-    monkeypatch.setattr(tree_shap, "_BUCKET_COMPILE_NS", 0.0)
-    monkeypatch.setattr(tree_shap, "_NODE_COMPILE_NS", 1.0 if looped else 0.0)
+    tuned = dataclasses.replace(CPU, bucket_compile_ns=0.0, node_compile_ns=1.0 if looped else 0.0)
+    monkeypatch.setattr(tuning, "CPU", tuned)  # the layout of the call below too
     monkeypatch.setattr(layouts, "loop_slowdown", lambda nodes: 1.0)  # a loop wherever compiling nodes costs anything
     ens = jaximp.from_lightgbm(fitted.model)
-    layout = tree_shap._layout(ens, "path")[0]
+    layout = tree_shap._layout(ens, "path", tuned)[0]
     assert len(layout) == max_buckets and not layout[-1].tables  # the deepest by quadrature
     assert [b.looped for b in layout] == [looped and b.depth > 2 for b in layout]  # 2 slots: one node
     x = lightgbm_rows(fitted.model, fitted.X, 30)
@@ -291,15 +292,14 @@ def test_deep_forest_uses_the_deep_kernel_and_matches_shap():
 def test_few_rows_take_fewer_buckets():
     """Each bucket is code of its own, compiled on the first call: the cost model for a few rows
     weighs that time and keeps fewer buckets than for many rows, which spreads it thin."""
-    import jaximp._shap.tree_plans as tree_shap
     from jaximp._shap.layouts import path_costs, plan_layout
     from jaximp._shap.paths import path_players
 
     ens = lightgbm_deep().ens
     few, many = (plan_layout(path_players(ens), ens.n_trees, ens.n_leaves, ens.depth, table_depth=0,
                              table_floats=lambda d: 0, table_bytes=0, costs=lambda d, n=n: path_costs(d, n),
-                             compile_cost=tree_shap._BUCKET_COMPILE_NS / n,
-                             node_compile_cost=tree_shap._NODE_COMPILE_NS / n) for n in (64, 1 << 16))
+                             compile_cost=CPU.bucket_compile_ns / n,
+                             node_compile_cost=CPU.node_compile_ns / n) for n in (64, 1 << 16))
     assert 1 <= len(few) < len(many)
     assert few[-1].depth == many[-1].depth  # every leaf is still in a bucket as deep as its path
 
@@ -342,11 +342,11 @@ def test_plans_built_in_numpy_equal_the_plans_jax_builds(table):
 
     ens = lightgbm_deep().ens
     structure = host_structure(ens)
-    layout, players = tree_plans._layout(ens, "path", structure=structure)
-    step = tree_plans._step(ens, tree_plans.Kind("path", layout))
+    layout, players = tree_plans._layout(ens, "path", CPU, structure=structure)
+    step = tree_plans._step(ens, tree_plans.Kind("path", layout), CPU)
     leaves = bucket_leaves(players, layout, -(-ens.n_trees // step.trees) * step.trees, ens.n_leaves, step.leaves)
     weights = np.asarray(ens.leaf_weights)
-    assert tree_plans._on_host(ens, ens.leaf_weights, table)
+    assert tree_plans._on_host(ens, ens.leaf_weights, table, CPU)
     built = dict(trees=step.trees, layout=layout, table=table)
     host = tree_plans._plan(ens, weights, leaves, structure, **built)
     traced = tree_plans._PLAN(ens, ens.leaf_weights, leaves, structure, **built)

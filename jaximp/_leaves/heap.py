@@ -33,6 +33,7 @@ from jaximp._leaves.tables import take
 from jaximp._models.checks import concrete
 from jaximp._models.ensemble import kept_per_model
 from jaximp._models.trees import TreeEnsemble
+from jaximp._rows.tuning import CPU, Tuning
 
 MAX_DEPTH = 10  # deeper trees descend by pointers: 2**D positions per tree would outgrow the cache
 _MAX_POSITIONS = 1 << 23  # T * 2**D: the words and leaf map stay under 64 MB
@@ -161,15 +162,16 @@ def _ranks(feature: np.ndarray, border: np.ndarray, n_features: int) -> tuple[np
     return table, rank
 
 
-def quantize(heap: Any, x: Array, *, fused: bool = False, features_first: bool = False) -> Array:
+def quantize(heap: Any, x: Array, *, fused: bool = False, features_first: bool = False,
+             tuning: Tuning = CPU) -> Array:
     """``[E, n]`` the bin of each value of rows ``x f32[n, E]`` (``[E, n]`` with
     ``features_first``): ``#{borders < x}``, NaN the bin of all ones (``u8`` or ``u16``).
     ``heap``: a :class:`Heap`, or any layout with its ``borders``, ``bits`` and ``bin_dtype``
-    (``jaximp._leaves.masks.Masks``)."""
+    (``jaximp._leaves.masks.Masks``); ``tuning``: the platform's (the search's fences and runs)."""
     xt = x if features_first else x.T
     if heap.borders.shape[0] == 0:  # a featurized model's rows: bins already
         return xt.astype(heap.bin_dtype)
-    bins = binned.search(heap.borders, xt, heap.bin_dtype, fused)
+    bins = binned.search(heap.borders, xt, heap.bin_dtype, fused, tuning)
     return jnp.where(jnp.isnan(xt), jnp.asarray((1 << heap.bits) - 1, heap.bin_dtype), bins)
 
 

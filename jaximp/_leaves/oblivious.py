@@ -20,6 +20,7 @@ from jax import Array
 from jaximp._leaves import bins as binned
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.oblivious import ObliviousEnsemble, nan_fill_values
+from jaximp._rows.tuning import CPU, Tuning
 
 
 def bin_dtype(ens: ObliviousEnsemble):
@@ -32,7 +33,8 @@ def leaf_dtype(ens: ObliviousEnsemble):
     return jnp.uint8 if ens.depth <= 8 else jnp.int32
 
 
-def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False, features_first: bool = False) -> Array:
+def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False, features_first: bool = False,
+             tuning: Tuning = CPU) -> Array:
     """``[E, n]`` bin of each value against its feature's borders (NaN per the model's mode).
 
     ``jaximp._leaves.bins.search``'s count, NaN first replaced by the model's ``nan_modes``
@@ -46,6 +48,7 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False, features_
             a loop (slower, but never fused into its consumers) instead.
         features_first: ``x`` holds the rows feature-major, ``[E, n]``, as the result does: no
             transpose (a categorical model's featurized rows come so, see :func:`map_leaves`).
+        tuning: the platform's (``jaximp._rows.tuning``): the search's fences and runs.
 
     Returns:
         ``u8[E, n]`` (or ``i32`` for more than 254 borders) with ``bin = #{borders < x}``.
@@ -56,7 +59,7 @@ def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False, features_
     if not searched:
         return given
     head = jnp.where(jnp.isnan(xt[:searched]), nan_fill_values(ens)[:searched, None], xt[:searched])
-    head = binned.search(ens.borders[:searched], head, bin_dtype(ens), fused)
+    head = binned.search(ens.borders[:searched], head, bin_dtype(ens), fused, tuning)
     return head if ens.n_searched is None else jnp.concatenate([head, given])
 
 
@@ -78,12 +81,12 @@ def tree_leaves(ens: ObliviousEnsemble, x: Array) -> Array:
 
 
 def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *others: Any,
-               reduce: bool = False, features_first: bool = False) -> Any:
+               reduce: bool = False, features_first: bool = False, tuning: Tuning = CPU) -> Any:
     """``fn(leaves [T, block], *others_block)`` over blocks of ``block`` rows of ``x f32[n, E]``
     (``[E, n]`` with ``features_first``), the rows quantized once: the shared data path of every
     row kernel of oblivious trees (``jaximp._leaves.bins.map_binned``, whose arguments it takes)."""
     return binned.map_binned(fn, functools.partial(quantize, ens), functools.partial(tree_leaves_from_bins, ens),
-                             x, block, *others, reduce=reduce, features_first=features_first)
+                             x, block, *others, reduce=reduce, features_first=features_first, tuning=tuning)
 
 
 def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
@@ -91,22 +94,26 @@ def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
     return leaf_prediction(ens, tree_leaves(ens, x))
 
 
-def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning = CPU,
+                features_first: bool = False) -> Array:
     """``[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``) reaches
     in each tree, tree-major and narrow (``u8`` up to depth 8): the public function widens it to
     int32 while copying to the host and hands it out rows first without transposing (see
     ``map_rows(rows_last=True)``)."""
     return binned.fill_binned(lambda leaves: leaves, functools.partial(quantize, ens),
-                              functools.partial(tree_leaves_from_bins, ens), x, block, features_first)
+                              functools.partial(tree_leaves_from_bins, ens), x, block, features_first, tuning=tuning)
 
 
-def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning = CPU,
+                   features_first: bool = False) -> Array:
     """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``)."""
-    return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block, features_first=features_first)
+    return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block, features_first=features_first,
+                      tuning=tuning)
 
 
-def histogram_kernel(ens: ObliviousEnsemble, rows: tuple[Array, Array], *, block: int) -> Array:
+def histogram_kernel(ens: ObliviousEnsemble, rows: tuple[Array, Array], *, block: int,
+                     tuning: Tuning = CPU) -> Array:
     """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf."""
     x, weight = rows
     one_block = lambda leaves, wb: leaf_weight_sums(leaves, wb, ens.n_leaves)  # noqa: E731
-    return map_leaves(one_block, ens, x, block, weight, reduce=True).reshape(ens.n_trees, ens.n_leaves)
+    return map_leaves(one_block, ens, x, block, weight, reduce=True, tuning=tuning).reshape(ens.n_trees, ens.n_leaves)

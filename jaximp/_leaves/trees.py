@@ -26,6 +26,7 @@ from jaximp._leaves.heap import Heap, heap_of
 from jaximp._leaves.masks import Masks, masks_of
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums, take
 from jaximp._models.trees import TreeEnsemble, goes_right
+from jaximp._rows.tuning import CPU, Tuning
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:
@@ -99,11 +100,11 @@ def descent(params: tuple[TreeEnsemble, Layout]) -> tuple[Callable, Callable]:
         return functools.partial(heap.quantize, layout), functools.partial(masks.leaves, layout)
     if layout is not None:
         return functools.partial(heap.quantize, layout), functools.partial(heap.leaves, layout)
-    return (lambda x, *, fused=False, features_first=False: x if features_first else x.T), \
+    return (lambda x, *, fused=False, features_first=False, tuning=None: x if features_first else x.T), \
         functools.partial(leaves_of, ens)
 
 
-def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int,
+def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tuning: Tuning = CPU,
                 features_first: bool = False) -> Array:
     """``i32[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``)
     reaches in each tree, tree-major (see ``map_rows(rows_last=True)``), numbered as its library
@@ -115,24 +116,24 @@ def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int,
             return leaves
         return jnp.take_along_axis(ens.leaf_ids, leaves, axis=1)  # the library's own numbers
 
-    return binned.fill_binned(numbered, *descent(params), x, block, features_first)
+    return binned.fill_binned(numbered, *descent(params), x, block, features_first, tuning=tuning)
 
 
-def predict_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int,
+def predict_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tuning: Tuning = CPU,
                    features_first: bool = False) -> Array:
     """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``);
     ``params`` from :func:`prepare`."""
     ens = params[0]
     return binned.map_binned(lambda leaves: leaf_prediction(ens, leaves), *descent(params), x, block,
-                             features_first=features_first)
+                             features_first=features_first, tuning=tuning)
 
 
 def histogram_kernel(params: tuple[TreeEnsemble, Layout], rows: tuple[Array, Array], *,
-                     block: int) -> Array:
+                     block: int, tuning: Tuning = CPU) -> Array:
     """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf;
     ``params`` from :func:`prepare`."""
     ens = params[0]
     x, weight = rows
     one_block = lambda leaves, wb: leaf_weight_sums(leaves, wb, ens.n_leaves)  # noqa: E731
-    out = binned.map_binned(one_block, *descent(params), x, block, weight, reduce=True)
+    out = binned.map_binned(one_block, *descent(params), x, block, weight, reduce=True, tuning=tuning)
     return out.reshape(ens.n_trees, ens.n_leaves)

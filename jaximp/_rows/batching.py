@@ -51,17 +51,9 @@ from jaximp._rows.devices import (
     sharded_step,
 )
 from jaximp._rows.threads import copy_in_halves
+from jaximp._rows.tuning import Tuning, rows_tuning, tuning_for
 
-# Rows per fused block: every row of an untraced call goes through the same compiled block
-# program, so a row's result (down to the order of float sums) never depends on batch size,
-# N or device count. Small on CPU so that a block's tables stay in cache.
-_BLOCK = {"cpu": 1024}
-_ACCELERATOR_BLOCK = 1 << 14
-_DEFAULT_BATCH = {"cpu": 1 << 15}  # steps of 32 blocks; leftover rows go in smaller steps
-_ACCELERATOR_BATCH = 1 << 18
-_STEP_MEMORY_FRACTION = 16  # a default step's output takes at most 1/16 of the device's memory
 _PROGRESS_DELAY = 2.0  # seconds before a call's progress bar appears
-_MIN_STEP = 64  # rows of the smallest step (calls of fewer rows than a block)
 
 
 _GC = {"pauses": 0, "was_on": False}
@@ -109,14 +101,15 @@ def device_memory(device: jax.Device) -> int:
 def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str, row_floats: int = 0) -> int:
     """Rows per device step: ``batch_size`` checked, or the device's default.
 
-    The default is the platform's step, lowered so that a step's output (``row_floats`` 4-byte
-    values per row, e.g. ``F * F * K`` for interaction values) takes at most
-    ``1 / _STEP_MEMORY_FRACTION`` of the device's memory.
+    The default is the step of the device's tuning (``jaximp._rows.tuning.Tuning.step_rows``),
+    lowered so that a step's output (``row_floats`` 4-byte values per row, e.g. ``F * F * K`` for
+    interaction values) takes at most ``1 / step_memory_fraction`` of the device's memory.
     """
     if batch_size is None:
-        rows = _DEFAULT_BATCH.get(device.platform, _ACCELERATOR_BATCH)
+        tuning = tuning_for(device)
+        rows = tuning.step_rows
         if row_floats:
-            budget = device_memory(device) // _STEP_MEMORY_FRACTION
+            budget = device_memory(device) // tuning.step_memory_fraction
             rows = max(1, min(rows, budget // (4 * row_floats)))
         return rows
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -125,10 +118,12 @@ def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str, row_fl
 
 
 def block_size(device: jax.Device, row_floats: int = 0) -> int:
-    """Rows per fused block on ``device`` (see ``_BLOCK``), halved while a block's output
-    (``row_floats`` values per row) would take more than the default step's share of memory."""
-    block = _BLOCK.get(device.platform, _ACCELERATOR_BLOCK)
-    budget = device_memory(device) // _STEP_MEMORY_FRACTION if row_floats else 0
+    """Rows per fused block on ``device`` (``jaximp._rows.tuning.Tuning.block_rows``), halved
+    while a block's output (``row_floats`` values per row) would take more than the default
+    step's share of memory."""
+    tuning = tuning_for(device)
+    block = tuning.block_rows
+    budget = device_memory(device) // tuning.step_memory_fraction if row_floats else 0
     while block > 1 and budget and 4 * row_floats * block > budget:
         block //= 2
     return block
@@ -144,12 +139,13 @@ def step_shape(batch_size: Any, device: jax.Device, fn_name: str, row_floats: in
     return -(-rows // block) * block, block
 
 
-def features_first(kernel: Callable, rows: Any) -> bool:
-    """Whether to hand ``kernel`` its rows feature-major, ``[E, n]`` steps of ``rows.T``: the rows
-    are one host array laid out so (Fortran order, as a categorical model's featurized rows and
-    many DataFrames' ``to_numpy()`` are) and the kernel takes a ``features_first`` keyword. The
-    step then reaches the device by contiguous copies, and the kernel reads it without a transpose."""
-    return (isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.flags.f_contiguous
+def features_first(kernel: Callable, rows: Any, tuning: Tuning) -> bool:
+    """Whether to hand ``kernel`` its rows feature-major, ``[E, n]`` steps of ``rows.T``: the
+    ``tuning`` says so (CPUs), the rows are one host array laid out so (Fortran order, as a
+    categorical model's featurized rows and many DataFrames' ``to_numpy()`` are) and the kernel
+    takes a ``features_first`` keyword. The step then reaches the device by contiguous copies, and
+    the kernel reads it without a transpose."""
+    return (tuning.features_first and isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.flags.f_contiguous
             and not rows.flags.c_contiguous and "features_first" in inspect.signature(kernel).parameters)
 
 
@@ -159,10 +155,10 @@ def is_traced(tree: Any) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
 
 
-def platform_static(kernel: Callable, device: jax.Device) -> dict:
-    """``{"platform": "cpu" | "gpu" | ...}`` for kernels that take a ``platform`` keyword: choices
-    made for CPU caches (sub-blocking of gathers) apply on CPUs only."""
-    return {"platform": device.platform} if "platform" in inspect.signature(kernel).parameters else {}
+def tuning_static(kernel: Callable, tuning: Tuning) -> dict:
+    """``{"tuning": tuning}`` for kernels that take a ``tuning`` keyword (their budgets, e.g. the
+    sub-blocking of gathers, are the platform's: ``jaximp._rows.tuning``), else ``{}``."""
+    return {"tuning": tuning} if "tuning" in inspect.signature(kernel).parameters else {}
 
 
 def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0):
@@ -184,22 +180,23 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
     not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
     stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled. A call
-    of fewer rows than one block takes a power of two of rows (at least ``_MIN_STEP``; not for
+    of fewer rows than one block takes a power of two of rows (at least ``min_step_rows``; not for
     kernels that reduce, or output one value per block: ``per_block``), so that explaining a
-    handful of rows does not pay for a block of
-    padding in kernels whose inner steps are smaller than a block.
+    handful of rows does not pay for a block of padding in kernels whose inner steps are smaller
+    than a block. Sizes are the tuning's of the first device (``jaximp._rows.tuning``).
     With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
     a progress bar.
     """
     devs = resolve_devices(rows_devices(rows) if devices is None else devices, fn_name)
     per_device, block = step_shape(batch_size, devs[0], fn_name, row_floats)
-    static = {**static, **platform_static(kernel, devs[0])}
+    tuning = tuning_for(devs[0])
+    static = {**static, **tuning_static(kernel, tuning)}
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     if is_traced(params) or is_traced(rows):
         yield kernel(params, rows, block=block, **static)
         return
     rows_at = "reduce" if reduce else "last" if rows_last else "first"
-    transposed = features_first(kernel, rows)
+    transposed = features_first(kernel, rows, tuning)
     if transposed:  # steps of the [E, N] array: ``_padded`` pads the last axis
         static, rows = {**static, "features_first": True}, rows.T
     compiled = sharded_step(kernel, devs, tuple(sorted(static.items())) + (("block", block),), rows_at,
@@ -225,7 +222,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
             blocks_needed = -(-(n - start) // (block * len(devs)))
             step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
             if n < block * len(devs) and not (reduce or per_block):  # a small call: a power of two of rows
-                step = min(step, max(_MIN_STEP, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
+                step = min(step, max(tuning.min_step_rows, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
             with gc_paused():  # a first call traces and lowers here
                 out = compiled(params, cut(start, step))
             yield out
@@ -248,11 +245,13 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
             ``block`` (rows per fused block, see ``jaximp._rows.blocks.map_blocks``) and
             ``static`` as keywords. A kernel with a ``features_first`` keyword may get its rows
             feature-major instead, ``[E, n]`` with ``features_first=True`` (see
-            :func:`features_first`).
+            :func:`features_first`), and one with a ``tuning`` keyword the devices'
+            ``jaximp._rows.tuning.Tuning``.
         params: the pytree every row shares (the model, per-tree tables), replicated.
         rows: pytree of arrays with the same leading length N (host or device arrays).
         batch_size: rows per device step, or None for the device default; rounded up to a
-            whole number of blocks (1024 rows on CPU), which bounds memory the same way.
+            whole number of blocks (the tuning's ``block_rows``: 1024 rows on CPU), which
+            bounds memory the same way.
         devices: None, an int or a list of ``jax.Device`` (see :func:`resolve_devices`).
         fn_name: the public function's name, for error messages.
         host_dtype: the dtype of the returned arrays, if not the kernel's (cast while copying
@@ -276,6 +275,7 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
     steps = _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
                    row_floats=row_floats, progress=progress, rows_last=rows_last)
     rows_first = (lambda a: a.T) if rows_last else (lambda a: a)  # noqa: E731
+    split_bytes = rows_tuning(devices, rows, fn_name).split_copy_bytes
     if on_device(rows):
         return jax.tree_util.tree_map(rows_first, _on_device(steps, n, host_dtype, axis=-1 if rows_last else 0))
     result, start, pending = None, 0, None
@@ -290,7 +290,8 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
         if result is None:
             result = jax.tree_util.tree_map(empty, parts)
         stop = min(n, start + jax.tree_util.tree_leaves(parts)[0].shape[0])
-        jax.tree_util.tree_map(lambda r, a: copy_in_halves(r[start:stop], a[: stop - start]), result, parts)
+        jax.tree_util.tree_map(lambda r, a: copy_in_halves(r[start:stop], a[: stop - start], split_bytes),
+                               result, parts)
         start = stop
 
     for out in steps:
@@ -334,13 +335,13 @@ def sum_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
 
 
 def _block_sum_kernel(params: Any, rows: tuple[Any, Array], *, block: int, inner: Callable,
-                      inner_static: tuple, absolute: bool, platform: str) -> Any:
+                      inner_static: tuple, absolute: bool, tuning: Tuning) -> Any:
     """Per block of ``block`` rows, ``sum_i w_i inner(params, x)_i`` (``|inner|`` when
     ``absolute``) over the rows ``(x, w)`` (padding has ``w = 0``): ``[n / block, ...]``."""
     x, weight = rows
     inner_static = dict(inner_static)
-    if "platform" in inspect.signature(inner).parameters:
-        inner_static["platform"] = platform
+    if "tuning" in inspect.signature(inner).parameters:
+        inner_static["tuning"] = tuning
     out = inner(params, x, block=block, **inner_static)
 
     def per_block(a):

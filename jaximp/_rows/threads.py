@@ -47,15 +47,13 @@ def in_turn(work: Callable[[Iterator[Any]], Any], items: Sequence[Any], helper: 
             shared.result()
 
 
-_SPLIT_COPY = 1 << 23  # bytes written from which a copy is split between two threads
-
-
-def copy_in_halves(target: np.ndarray, part: np.ndarray) -> None:
-    """``target[...] = part``, in two threads at once when large (a step of results copied to the
-    host): writing fresh pages, which the kernel zeroes on first write, is most of the cost. The
-    split is along the axis of ``target`` farthest apart in memory (the trees of a tree-major
-    leaf table, the rows of row-major values), so that each thread writes its own pages."""
-    if target.nbytes < _SPLIT_COPY:
+def copy_in_halves(target: np.ndarray, part: np.ndarray, split_bytes: int) -> None:
+    """``target[...] = part``, in two threads at once from ``split_bytes`` written (a step of
+    results copied to the host; 0: never, ``jaximp._rows.tuning.Tuning.split_copy_bytes``):
+    writing fresh pages, which the kernel zeroes on first write, is most of the cost. The split is
+    along the axis of ``target`` farthest apart in memory (the trees of a tree-major leaf table,
+    the rows of row-major values), so that each thread writes its own pages."""
+    if not split_bytes or target.nbytes < split_bytes:
         target[...] = part
         return
     axis = int(np.argmax(target.strides))

@@ -50,6 +50,7 @@ from jaximp._leaves.tables import mean_prediction
 from jaximp._models.ensemble import kept_last, squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows, unit_weights
+from jaximp._rows.tuning import CPU, Tuning, rows_tuning
 from jaximp._shap import oblivious_tables as _shap_tables
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -60,10 +61,6 @@ _TABLE_KIND = {
     "approximate": "saabas",
     "interventional": "shapley_hybrid",
 }
-# Per-block budget of gathered table entries: on CPU 8 MiB, so that they stay in cache; elsewhere
-# only a memory bound (1 GiB), since splitting a block's gathers costs ~26% on an H100.
-_GATHER_FLOATS = {"cpu": 1 << 21}
-_ACCELERATOR_GATHER_FLOATS = 1 << 28
 
 
 @jax.tree_util.register_dataclass
@@ -83,37 +80,37 @@ class ShapTables:
     expected: Array
 
 
-def _tables(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = False) -> ShapTables:
+def _tables(ens: ObliviousEnsemble, dist: Array, *, kind: str, tuning: Tuning, training: bool = False) -> ShapTables:
     """The tables of ``dist``: the leaf weights as they come with ``training`` (made uniform
     where a tree's sum to 0 in this program, not in one of their own)."""
     dist = _shap_tables.effective_weights(ens, dist) if training else dist
-    values, features = _shap_tables.tables(ens, dist, kind=kind)
+    values, features = _shap_tables.tables(ens, dist, kind=kind, tuning=tuning)
     return ShapTables(values, features, mean_prediction(ens, dist))
 
 
 # The tables' program runs once per model (its tables are kept, :func:`_build`) or per background.
 # Compiled without LLVM's optimizations of its machine code it compiles in half the time (100 trees
 # of depth 6: 0.94 -> 0.49 s) and runs 8-12 times slower (0.002 -> 0.015 s; 1000 trees 0.009 ->
-# 0.10 s), which pays for tables built once per model and, built at every call, up to this many
-# table entries T 4**D; a program traced inside another (jax.jit, jax.grad) is compiled with it.
-# The choice is the model's (and background's), never a global setting's: the two programs may
-# round the tables' sums differently.
-_QUICK_ENTRIES = 1 << 19
-_PROGRAMS = {quick: jax.jit(_tables, static_argnames=("kind", "training"), **options)
+# 0.10 s), which pays for tables built once per model and, built at every call, up to the tuning's
+# ``quick_table_entries`` T 4**D; a program traced inside another (jax.jit, jax.grad) is compiled
+# with it. The choice is the model's (and background's), never a global setting's: the two programs
+# may round the tables' sums differently.
+_PROGRAMS = {quick: jax.jit(_tables, static_argnames=("kind", "tuning", "training"), **options)
              for quick, options in ((False, {}), (True, {"compiler_options": {"xla_backend_optimization_level": 0}}))}
 
 
-def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, training: bool = False, x: Any = None) -> ShapTables:
+def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, tuning: Tuning, training: bool = False,
+           x: Any = None) -> ShapTables:
     """:func:`_tables` of ``ens`` and ``dist``, those of the model's own leaf weights kept for its
     next call (``jaximp._models.ensemble.kept_last``); ``x``: the rows explained (traced rows:
-    the tables' program is traced into the caller's)."""
+    the tables' program is traced into the caller's); ``tuning``: their devices'."""
     traced = is_traced((ens, dist, x))
     own = dist is ens.leaf_weights and not traced
-    quick = not traced and (own or ens.n_trees * 4 ** ens.depth <= _QUICK_ENTRIES)
+    quick = not traced and (own or ens.n_trees * 4 ** ens.depth <= tuning.quick_table_entries)
 
     def build():
         with gc_paused():  # a first call traces and lowers the tables' program here
-            return _PROGRAMS[quick](ens, dist, kind=kind, training=training)
+            return _PROGRAMS[quick](ens, dist, kind=kind, tuning=tuning, training=training)
 
     return kept_last(ens, ("tables", kind, training), build, keep=own)
 
@@ -153,7 +150,8 @@ def plan(ens: ObliviousEnsemble, method: str, background: Any = None, *, x: Any 
     """
     dist = _distribution(ens, method, background, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                          effective=False)  # training weights made uniform inside the tables' program
-    return _build(ens, dist, kind=_TABLE_KIND[method], training=method != "interventional", x=(x, background))
+    return _build(ens, dist, kind=_TABLE_KIND[method], tuning=rows_tuning(devices, x, fn_name),
+                  training=method != "interventional", x=(x, background))
 
 
 def expected(ens: ObliviousEnsemble, method: str, background: Any = None, *, plan: ShapTables | None = None,
@@ -167,11 +165,10 @@ def expected(ens: ObliviousEnsemble, method: str, background: Any = None, *, pla
     return squeeze_outputs(mean_prediction(ens, dist), ens.n_outputs)
 
 
-def _gather_block(block: int, per_row: int, platform: str = "cpu") -> int:
-    """Rows per gather: ``block``, halved until the gathered entries fit the platform's budget (a
-    divisor of ``block``, so that every row still runs the same program)."""
-    budget = _GATHER_FLOATS.get(platform, _ACCELERATOR_GATHER_FLOATS)
-    while block > 1 and block % 2 == 0 and block * per_row > budget:
+def _gather_block(block: int, per_row: int, tuning: Tuning) -> int:
+    """Rows per gather: ``block``, halved until the gathered entries fit the tuning's
+    ``gather_floats`` (a divisor of ``block``, so that every row still runs the same program)."""
+    while block > 1 and block % 2 == 0 and block * per_row > tuning.gather_floats:
         block //= 2
     return block
 
@@ -190,21 +187,21 @@ def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array, *
     return out if per_player else to_columns(ens, out, axis=1)
 
 
-def values_block(tab: ShapTables, block: int, platform: str = "cpu") -> int:
+def values_block(tab: ShapTables, block: int, tuning: Tuning = CPU) -> int:
     """Rows per fused block for row kernels that gather from ``tab`` (see ``_gather_block``)."""
     t, d, k, _ = tab.values.shape
-    return _gather_block(block, t * d * k, platform)
+    return _gather_block(block, t * d * k, tuning)
 
 
-def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int, platform: str,
+def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int, tuning: Tuning,
                    features_first: bool = False) -> Array:
     ens, tab = params
     return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves), ens, x,
-                      values_block(tab, block, platform), features_first=features_first)
+                      values_block(tab, block, tuning), features_first=features_first, tuning=tuning)
 
 
 def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int,
-                        platform: str, per_player: bool = False, features_first: bool = False) -> Array:
+                        tuning: Tuning, per_player: bool = False, features_first: bool = False) -> Array:
     """``[n, F, F, K]`` interaction values of rows ``x`` (``[n, P, P, K]`` of the players with
     ``per_player``; rows ``[E, n]`` with ``features_first``, see ``map_leaves``)."""
     ens, tab = params
@@ -220,7 +217,8 @@ def _interaction_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, 
         out = jnp.transpose(out, (2, 0, 1)).reshape(-1, f, f, k)  # [n, P, P, K]
         return out if per_player else _pairs_to_columns(ens, out)
 
-    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k, platform), features_first=features_first)
+    return map_leaves(rows_fn, ens, x, _gather_block(block, t * d * d * k, tuning), features_first=features_first,
+                      tuning=tuning)
 
 
 def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
@@ -257,7 +255,7 @@ def interactions(ens: ObliviousEnsemble, x: Any, *, batch_size: int | None, devi
                          f"indexed in int32; got {ens.n_players}")
     dist = _distribution(ens, "path_dependent", None, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                          effective=False)
-    tab = _build(ens, dist, kind="interaction_path", training=True, x=x)
+    tab = _build(ens, dist, kind="interaction_path", tuning=rows_tuning(devices, x, fn_name), training=True, x=x)
     run = mean_abs_rows if reduce else map_rows
     static = dict(per_player=True) if per_player else {}
     n = ens.n_players if per_player else ens.n_features

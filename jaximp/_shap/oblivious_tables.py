@@ -43,9 +43,9 @@ from jax import Array
 
 from jaximp._models.ensemble import safe_div
 from jaximp._models.oblivious import ObliviousEnsemble
+from jaximp._rows.tuning import Tuning
 
 MAX_DEPTH = 12  # tables cost O(D 4**D) per tree and output
-_TABLE_FLOATS = 1 << 19  # per-chunk budget of the largest per-tree intermediate (2 MiB: stays in cache)
 
 
 def shapley_weights(d: int) -> np.ndarray:
@@ -213,7 +213,7 @@ def effective_weights(ens: ObliviousEnsemble, weights: Array | None = None) -> A
     return jnp.where(positive, weights, real.astype(jnp.float32))
 
 
-def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Array]:
+def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str, tuning: Tuning) -> tuple[Array, Array]:
     """Per-tree tables of every tree, scaled by the model's scale.
 
     Args:
@@ -221,6 +221,8 @@ def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Ar
         dist: ``f32[T, L]`` per-tree leaf distribution: the training leaf weights (path
             expectations and ``exact``) or the background leaf histogram (``interventional``).
         kind: ``"shapley_path"``, ``"shapley_hybrid"``, ``"saabas"`` or ``"interaction_path"``.
+        tuning: the platform's: trees go in chunks whose largest intermediate takes at most
+            ``tuning.table_floats`` values.
 
     Returns:
         ``(table, slot_players)``: ``f32[T, D, K, L]`` (``f32[T, D, D, K, L]`` for
@@ -249,7 +251,7 @@ def tables(ens: ObliviousEnsemble, dist: Array, *, kind: str) -> tuple[Array, Ar
 
     pattern = 4**depth if kind == "shapley_hybrid" else 3**depth
     coalition_size = (1 << 2 * depth) * (1 + depth if kind == "interaction_path" else 1)
-    chunk = int(min(ens.n_trees, max(1, _TABLE_FLOATS // (ens.n_outputs * (pattern + coalition_size)))))
+    chunk = int(min(ens.n_trees, max(1, tuning.table_floats // (ens.n_outputs * (pattern + coalition_size)))))
     n_chunks = -(-ens.n_trees // chunk)
     pad = n_chunks * chunk - ens.n_trees
 

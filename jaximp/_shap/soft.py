@@ -50,11 +50,10 @@ from jaximp._models.trees import TreeEnsemble, from_oblivious, leaf_paths, paren
 from jaximp._rows.batching import map_rows
 from jaximp._rows.blocks import map_blocks, row_blocks
 from jaximp._rows.inputs import as_features
+from jaximp._rows.tuning import Tuning, rows_tuning
 from jaximp._shap.games import quadrature
 from jaximp._shap.paths import tree_paths
 
-_CHUNK_FLOATS = 1 << 21  # per-step budget of [trees, L, D, rows] intermediates
-_ROWS = 64  # rows per inner step
 # Soft trees are general trees: each layout as general trees, the one dispatch by layout here
 _AS_TREES = {"oblivious": from_oblivious, "trees": lambda trees: trees}
 
@@ -147,20 +146,21 @@ def soft_trees(trees: TreeEnsemble, temperatures: Array, *, shap: bool = False) 
                      trees.scale * trees.leaf_values, **extra)
 
 
-@functools.partial(jax.jit, static_argnames=("shap",))
-def _prepare(ens: Ensemble, temperatures: Array, *, shap: bool = False) -> tuple[SoftTrees, Array]:
+@functools.partial(jax.jit, static_argnames=("tuning", "shap"))
+def _prepare(ens: Ensemble, temperatures: Array, *, tuning: Tuning, shap: bool = False) -> tuple[SoftTrees, Array]:
     """``(chunked soft trees, bias f[K])`` of ``ens`` (an oblivious tree unrolled to general
     trees, its borders kept differentiable), in one compiled program."""
     trees = _AS_TREES[ens.layout](ens)
     width = 3 * trees.depth + (4 * (-(-trees.depth // 2)) if shap else 0) + 1  # floats per leaf and row
-    return _chunked(soft_trees(trees, temperatures, shap=shap), width), trees.bias
+    return _chunked(soft_trees(trees, temperatures, shap=shap), width, tuning), trees.bias
 
 
-def _chunked(soft: SoftTrees, width: int) -> SoftTrees:
+def _chunked(soft: SoftTrees, width: int, tuning: Tuning) -> SoftTrees:
     """``soft`` cut in chunks of trees ``[n_chunks, chunk, ...]`` (zero trees pad the last one),
-    so that a chunk's ``[chunk, L, width, n]`` intermediates stay within the budget."""
+    so that a chunk's ``[chunk, L, width, n]`` intermediates of ``tuning.soft_rows`` rows stay
+    within ``tuning.soft_chunk_floats``."""
     n_trees, n_leaves = soft.real.shape
-    chunk = int(max(1, min(n_trees, _CHUNK_FLOATS // (n_leaves * max(width, 1) * _ROWS))))
+    chunk = int(max(1, min(n_trees, tuning.soft_chunk_floats // (n_leaves * max(width, 1) * tuning.soft_rows))))
     return jax.tree_util.tree_map(lambda a: row_blocks(a, chunk), soft)
 
 
@@ -224,7 +224,7 @@ def _scan_trees(soft: SoftTrees, xb: Array, step: Any, init: Array) -> Any:
     return total
 
 
-def _predict_kernel(params: tuple[SoftTrees, Array], x: Array, *, block: int) -> Array:
+def _predict_kernel(params: tuple[SoftTrees, Array], x: Array, *, block: int, tuning: Tuning) -> Array:
     """``f[n, K]`` soft raw predictions of ``params = (soft trees, bias f[K])``."""
     soft, bias = params
     dtype = jnp.result_type(soft.values, soft.node_borders, bias, x)
@@ -233,20 +233,20 @@ def _predict_kernel(params: tuple[SoftTrees, Array], x: Array, *, block: int) ->
         step = lambda chunk, xt: jnp.einsum("clb,clk->bk", _leaf_probabilities(chunk, xt), chunk.values)  # noqa: E731
         return _scan_trees(soft, xb, step, jnp.broadcast_to(bias, (xb.shape[0],) + bias.shape).astype(dtype))
 
-    return map_blocks(rows_fn, x, min(block, _ROWS))
+    return map_blocks(rows_fn, x, min(block, tuning.soft_rows))
 
 
-def _leaf_kernel(soft: SoftTrees, x: Array, *, block: int) -> Array:
+def _leaf_kernel(soft: SoftTrees, x: Array, *, block: int, tuning: Tuning) -> Array:
     """``f[n, T, L]`` leaf probabilities, trees padded to whole chunks."""
     def rows_fn(xb):
         xt = xb.T
         probs = jax.lax.map(lambda chunk: _leaf_probabilities(chunk, xt), soft)  # [n_chunks, chunk, L, n]
         return jnp.moveaxis(probs.reshape((-1,) + probs.shape[2:]), -1, 0)
 
-    return map_blocks(rows_fn, x, min(block, _ROWS))
+    return map_blocks(rows_fn, x, min(block, tuning.soft_rows))
 
 
-def _shap_kernel(soft: SoftTrees, x: Array, *, block: int, n_features: int) -> Array:
+def _shap_kernel(soft: SoftTrees, x: Array, *, block: int, tuning: Tuning, n_features: int) -> Array:
     """``f[n, F, K]`` soft path-dependent SHAP values."""
     dtype = jnp.result_type(soft.values, soft.node_borders, soft.z, x)
 
@@ -255,7 +255,7 @@ def _shap_kernel(soft: SoftTrees, x: Array, *, block: int, n_features: int) -> A
         step = lambda chunk, xt: _shap_block(chunk, xt, n_features)  # noqa: E731
         return jnp.moveaxis(_scan_trees(soft, xb, step, init), -1, 0)
 
-    return map_blocks(rows_fn, x, min(block, _ROWS))
+    return map_blocks(rows_fn, x, min(block, tuning.soft_rows))
 
 
 def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
@@ -305,8 +305,9 @@ def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
     """
     fn_name = "soft_predict"
     _check(ens, fn_name)
-    params = _prepare(ens, _temperatures(temperature, ens, fn_name))
-    out = map_rows(_predict_kernel, params, _rows(X, ens, fn_name), batch_size=batch_size,
+    temperatures, x = _temperatures(temperature, ens, fn_name), _rows(X, ens, fn_name)
+    params = _prepare(ens, temperatures, tuning=rows_tuning(devices, x, fn_name))
+    out = map_rows(_predict_kernel, params, x, batch_size=batch_size,
                    devices=devices, fn_name=fn_name, row_floats=ens.n_outputs, progress=progress)
     return squeeze_outputs(out, ens.n_outputs)
 
@@ -352,8 +353,9 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
     """
     fn_name = "soft_leaf_probabilities"
     _check(ens, fn_name)
-    soft, _ = _prepare(ens, _temperatures(temperature, ens, fn_name))
-    out = map_rows(_leaf_kernel, soft, _rows(X, ens, fn_name), batch_size=batch_size, devices=devices,
+    temperatures, x = _temperatures(temperature, ens, fn_name), _rows(X, ens, fn_name)
+    soft, _ = _prepare(ens, temperatures, tuning=rows_tuning(devices, x, fn_name))
+    out = map_rows(_leaf_kernel, soft, x, batch_size=batch_size, devices=devices,
                    fn_name=fn_name, row_floats=ens.n_trees * ens.n_leaves, progress=progress)
     return out[:, : ens.n_trees]
 
@@ -403,8 +405,9 @@ def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
     if not ens.leaf_weights_known:
         raise ValueError(f"{fn_name}: the model must carry its leaf weights (the covers of the "
                          "path-dependent value function); this model file has none")
-    soft, _ = _prepare(ens, _temperatures(temperature, ens, fn_name), shap=True)
-    out = map_rows(_shap_kernel, soft, _rows(X, ens, fn_name), batch_size=batch_size, devices=devices,
+    temperatures, x = _temperatures(temperature, ens, fn_name), _rows(X, ens, fn_name)
+    soft, _ = _prepare(ens, temperatures, tuning=rows_tuning(devices, x, fn_name), shap=True)
+    out = map_rows(_shap_kernel, soft, x, batch_size=batch_size, devices=devices,
                    fn_name=fn_name, row_floats=ens.n_features * ens.n_outputs, progress=progress,
                    n_features=ens.n_features)
     return squeeze_outputs(out, ens.n_outputs)

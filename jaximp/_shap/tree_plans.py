@@ -8,9 +8,10 @@ A :class:`Plan` holds, per tree in chunks of trees, the nodes' splits and the
 :class:`~jaximp._shap.games.Part`: the bucket's leaves of all trees in chunks of leaves, with
 their per-leaf tables where the bucket uses tables. A :class:`Step` sizes the kernel's loops
 (rows per step, trees per chunk of the patterns' loop, leaves per chunk of each bucket's loop)
-for a CPU cache's share on CPUs, for memory elsewhere. An interventional plan adds the
-background (:func:`interventional_plan`): the table buckets' tables from the background's
-pattern histograms, and the background rows in blocks for the deep buckets.
+for a CPU cache's share on CPUs, for memory elsewhere (the platform's ``jaximp._rows.tuning``).
+An interventional plan adds the background (:func:`interventional_plan`): the table buckets'
+tables from the background's pattern histograms, and the background rows in blocks for the deep
+buckets.
 
 Shapes: the legend of :mod:`jaximp._models` (T, L, D, M, K, E, B), and in words ``chunk`` (the
 trees of a chunk of trees), ``n_chunks``, a bucket's ``leaves`` per chunk and ``d`` its depth,
@@ -34,7 +35,7 @@ from jaximp._models.ensemble import kept_last, namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, sum_rows, unit_weights
 from jaximp._rows.blocks import row_blocks
-from jaximp._rows.devices import resolve_devices
+from jaximp._rows.tuning import Tuning, rows_tuning
 from jaximp._shap.games import Part, interaction_path_table, interventional_table, one_group
 from jaximp._shap.layouts import Layout, bucket_leaves, chunk_sizes, interventional_costs, path_costs, plan_layout
 from jaximp._shap.paths import (
@@ -51,21 +52,13 @@ from jaximp._shap.paths import (
 )
 
 MAX_PAIR_DEPTH = 8  # interaction tables cost 4**d per leaf; deeper buckets: quadrature
-MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**d floats per leaf, within _TABLE_BYTES
-_TABLE_BYTES = 1 << 30  # all of a model's tables together; the deepest table buckets turn to quadrature beyond
-_BUCKET_COMPILE_NS = 2e8  # a bucket's code adds about 0.2 s to a first call's compiling (measured on CPU)
-_NODE_COMPILE_NS = 1e8  # and each unrolled quadrature node of SHAP values 0.1 s (9 nodes: 1.8 s, looped 0.9 s)
-_LAYOUT_ROWS = 1 << 16  # the rows a layout is planned for (its compile time spread over them): never the call's
+MAX_INTERVENTIONAL_DEPTH = 16  # interventional tables: 3 * 2**d floats per leaf, within table_bytes
 _BIT_DEPTH = 30  # row patterns are int32 bit masks of the slots; deeper buckets count missed edges
+# The background's blocks are part of a row's arithmetic (the order of its sums over the background),
+# so they are the same on every platform: not tuning
 _BACKGROUND_BLOCK = 256  # background rows per step of the deep interventional kernel
-_HISTOGRAM_INTS = 1 << 25  # row patterns per step of the background histograms (128 MiB)
-_CHUNK_FLOATS = 1 << 21  # per-step budget of [leaves, D, rows] intermediates: a CPU cache's share
-_PATTERN_INTS = 1 << 25  # a step's row patterns at every leaf of the model (128 MiB)
-_MIN_STEP_ROWS = 16
-# Elsewhere steps are bounded by memory, not caches: a larger budget and wider row steps (a bound
-# chosen without a GPU to measure on; GPU timings belong in scripts/BENCHMARKS.md)
-_ACCELERATOR_CHUNK_FLOATS = 1 << 26
-_ACCELERATOR_STEP_ROWS = 4096
+_BACKGROUND_PATTERN_INTS = 1 << 25  # a block's patterns at every leaf of the model (128 MiB)
+_MIN_BACKGROUND_BLOCK = 16
 
 
 @jax.tree_util.register_dataclass
@@ -152,48 +145,40 @@ def _width(name: str, tables: bool, d: int, k: int) -> int:
     return d * k + (3 if tables else 6) * d
 
 
-def _layout(ens: TreeEnsemble, name: str, n_background: int = 0,
+def _layout(ens: TreeEnsemble, name: str, tuning: Tuning, n_background: int = 0,
             structure: Structure | None = None) -> tuple[Layout, np.ndarray | None]:
     """The buckets of ``ens`` for kernel ``name`` and the players on the leaves' paths (None when
     traced).
 
     The layout is the model's, whatever the rows: a row's values never depend on how many rows
     come with it, nor on whether the compilation cache is on (buckets and looped quadrature nodes
-    each round differently). It is planned for :data:`_LAYOUT_ROWS` rows, over which a bucket's
+    each round differently). It is planned for the tuning's ``layout_rows``, over which a bucket's
     compile time is spread: the layout that explains many rows fastest, and no slower to compile
     than those once chosen for a first call on few rows (100 LightGBM trees of 63 leaves, 1,000
     rows: 1.6 s to a first call's result against 2.0 s, then 0.10 s a call against 0.35 s)."""
     players = path_players(ens, structure)
     table_depth = {"pairs": MAX_PAIR_DEPTH, "path": 0, "interventional": MAX_INTERVENTIONAL_DEPTH}[name]
-    rows = _LAYOUT_ROWS
+    rows = tuning.layout_rows
     costs = ((lambda d: path_costs(d, rows, pairs=name == "pairs")) if name != "interventional"
              else lambda d: interventional_costs(d, n_background, rows))
     layout = plan_layout(players, ens.n_trees, ens.n_leaves, ens.depth, table_depth=min(table_depth, _BIT_DEPTH),
-                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=_TABLE_BYTES, costs=costs,
-                         compile_cost=_BUCKET_COMPILE_NS / rows,
-                         node_compile_cost=_NODE_COMPILE_NS / rows if name == "path" else 0.0)
+                         table_floats=_table_floats(name, ens.n_outputs), table_bytes=tuning.table_bytes,
+                         costs=costs, compile_cost=tuning.bucket_compile_ns / rows,
+                         node_compile_cost=tuning.node_compile_ns / rows if name == "path" else 0.0)
     return layout, players
 
 
-def _step(ens: TreeEnsemble, kind: Kind, platform: str = "cpu") -> Step:
-    """The :class:`Step` of ``kind`` on ``platform``: the rows' patterns at every leaf within
-    :data:`_PATTERN_INTS` (rows halve down to :data:`_MIN_STEP_ROWS`), and each chunk's
-    intermediates within a CPU cache's share, elsewhere within memory."""
-    cpu = platform == "cpu"
-    rows, budget = (256, _CHUNK_FLOATS) if cpu else (_ACCELERATOR_STEP_ROWS, _ACCELERATOR_CHUNK_FLOATS)
-    most = _PATTERN_INTS if cpu else _ACCELERATOR_CHUNK_FLOATS
-    while rows > _MIN_STEP_ROWS and ens.n_trees * ens.n_leaves * rows > most:
+def _step(ens: TreeEnsemble, kind: Kind, tuning: Tuning) -> Step:
+    """The :class:`Step` of ``kind`` with ``tuning``: the tuning's ``tree_step_rows``, halved
+    while the rows' patterns at every leaf exceed ``tree_pattern_ints`` (down to
+    ``tree_min_step_rows``), and each chunk's intermediates within ``tree_chunk_floats`` (a CPU
+    cache's share on CPUs, a memory bound elsewhere)."""
+    rows, budget = tuning.tree_step_rows, tuning.tree_chunk_floats
+    while rows > tuning.tree_min_step_rows and ens.n_trees * ens.n_leaves * rows > tuning.tree_pattern_ints:
         rows //= 2
     trees = int(max(1, min(ens.n_trees, budget // (4 * ens.n_nodes * rows))))
     widths = tuple(_width(kind.name, b.tables, b.depth, ens.n_outputs) for b in kind.layout)
     return Step(rows, trees, chunk_sizes(tuple(b.count for b in kind.layout), widths, budget / rows))
-
-
-def _platform(devices: Any, x: Any, fn_name: str) -> str:
-    """The platform the rows ``x`` will be explained on (``devices=``, else the rows' device)."""
-    if devices is None and isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
-        devices = list(x.devices())
-    return resolve_devices(devices, fn_name)[0].platform
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,34 +291,34 @@ _PLAN = jax.jit(_plan, static_argnames=("trees", "layout", "table"))
 # as a JAX program took 0.4 s (100 LightGBM trees of 63 leaves, 28 deep; with LLVM's optimizations
 # 0.9 s) for a first call; both hold O(T L D) entries (400 LightGBM trees of 127 leaves, 35 deep:
 # 0.26 s in NumPy, 1.5 s for the program's first call and 0.24 s for its next). Models of more path
-# entries than this, the interaction tables' products (table "pairs") and a plan traced inside
-# another program (under jax.jit or jax.grad) take the JAX program.
-_HOST_PLAN_ENTRIES = 1 << 23
+# entries than the tuning's host_plan_entries, the interaction tables' products (table "pairs") and
+# a plan traced inside another program (under jax.jit or jax.grad) take the JAX program.
 
 
-def _on_host(ens: TreeEnsemble, weights: Array, table: str, x: Any = None) -> bool:
-    """Whether the plan of ``ens`` and ``weights`` for the rows ``x`` is built in NumPy (see
-    :data:`_HOST_PLAN_ENTRIES`): not when any of them is traced."""
-    small = ens.n_trees * ens.n_leaves * ens.depth <= _HOST_PLAN_ENTRIES
+def _on_host(ens: TreeEnsemble, weights: Array, table: str, tuning: Tuning, x: Any = None) -> bool:
+    """Whether the plan of ``ens`` and ``weights`` for the rows ``x`` is built in NumPy (up to
+    the tuning's ``host_plan_entries``): not when any of them is traced."""
+    small = ens.n_trees * ens.n_leaves * ens.depth <= tuning.host_plan_entries
     return table != "pairs" and small and not is_traced((ens, weights, x))
 
 
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
                 n_background: int = 0) -> ShapPlan:
     """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
-    ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their platform sizes the steps),
+    ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their tuning sizes the steps),
     with the tables of the path-dependent kinds built."""
+    tuning = rows_tuning(devices, x, fn_name)
     structure = host_structure(ens)  # once: the layout and the plan read it
-    layout, players = _layout(ens, name, n_background, structure)
+    layout, players = _layout(ens, name, tuning, n_background, structure)
     kind = Kind(name, layout)
-    step = _step(ens, kind, _platform(devices, x, fn_name))
+    step = _step(ens, kind, tuning)
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     table = "" if name == "interventional" else name
     built = dict(trees=step.trees, layout=layout, table=table)
 
     def build() -> Plan:
-        if _on_host(ens, weights, table, x):  # on the default device, as the program's would be
+        if _on_host(ens, weights, table, tuning, x):  # on the default device, as the program's would be
             return jax.device_put(_plan(ens, np.asarray(weights), leaves, structure, **built))
         with gc_paused():  # a first call traces and lowers the plan's program here
             return _PLAN(ens, weights, leaves, structure, **built)
@@ -350,9 +335,9 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
 def _background_blocks(background: np.ndarray, n_leaves: int) -> tuple[Array, Array]:
     """``(f32[n_blocks, block, E], f32[n_blocks, block])`` background rows in blocks, weights
     ``1 / B`` (0 on padding); a block's patterns at the model's ``n_leaves`` leaves within
-    :data:`_PATTERN_INTS`."""
+    :data:`_BACKGROUND_PATTERN_INTS`."""
     b = len(background)
-    size = min(_BACKGROUND_BLOCK, b, max(_MIN_STEP_ROWS, _PATTERN_INTS // max(n_leaves, 1)))
+    size = min(_BACKGROUND_BLOCK, b, max(_MIN_BACKGROUND_BLOCK, _BACKGROUND_PATTERN_INTS // max(n_leaves, 1)))
     rows = jnp.asarray(background, jnp.float32)  # traced rows too
     return row_blocks(rows, size), row_blocks(jnp.full(b, 1.0 / b, jnp.float32), size)
 
@@ -361,8 +346,8 @@ def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Arr
                               block: int, kind: Kind) -> tuple[Array, ...]:
     """Per table bucket, ``f32[n_chunks, leaves, 2**d]`` weight of the rows ``(x, weight)`` per
     leaf pattern. The patterns of all the step's rows are built and counted by one scatter (a
-    scatter inside XLA's loop runs ten times slower on CPU), so steps are kept to
-    :data:`_HISTOGRAM_INTS` patterns (:func:`_histogram_batch`)."""
+    scatter inside XLA's loop runs ten times slower on CPU), so steps are kept to the tuning's
+    ``histogram_ints`` patterns (:func:`_histogram_batch`)."""
     ens, plan = params
     x, weight = jnp.asarray(rows[0]), jnp.asarray(rows[1])
     u, _ = row_patterns(kind, plan, x.T)  # [T L + 1, n]
@@ -377,10 +362,10 @@ def _pattern_histogram_kernel(params: tuple[TreeEnsemble, Plan], rows: tuple[Arr
     return tuple(out)
 
 
-def _histogram_batch(ens: TreeEnsemble, batch_size: int | None) -> int:
-    """Background rows per step of :func:`_pattern_histogram_kernel`: at most
-    :data:`_HISTOGRAM_INTS` patterns (and ``batch_size``)."""
-    rows = 1 << max(6, (_HISTOGRAM_INTS // max(ens.n_trees * ens.n_leaves, 1)).bit_length() - 1)
+def _histogram_batch(ens: TreeEnsemble, batch_size: int | None, tuning: Tuning) -> int:
+    """Background rows per step of :func:`_pattern_histogram_kernel`: at most the tuning's
+    ``histogram_ints`` patterns (and ``batch_size``)."""
+    rows = 1 << max(6, (tuning.histogram_ints // max(ens.n_trees * ens.n_leaves, 1)).bit_length() - 1)
     return rows if batch_size is None else min(rows, batch_size)
 
 
@@ -414,7 +399,8 @@ def interventional_plan(ens: TreeEnsemble, background: Any, *, x: Any, batch_siz
     if any(b.tables for b in kind.layout):
         histograms = sum_rows(_pattern_histogram_kernel, (ens, arrays),
                               (background, unit_weights(background)),
-                              batch_size=_histogram_batch(ens, batch_size), devices=devices, fn_name=fn_name,
+                              batch_size=_histogram_batch(ens, batch_size, rows_tuning(devices, background, fn_name)),
+                              devices=devices, fn_name=fn_name,
                               kind=kind)
         arrays = _interventional_tables(arrays, histograms, layout=kind.layout)
     return dataclasses.replace(shap_plan, arrays=arrays)

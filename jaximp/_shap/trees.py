@@ -58,6 +58,7 @@ from jaximp._models.ensemble import safe_div, squeeze_outputs, to_columns
 from jaximp._models.trees import TreeEnsemble, leaf_paths, subtree_sums
 from jaximp._rows.batching import map_rows, mean_abs_rows
 from jaximp._rows.blocks import map_feature_blocks
+from jaximp._rows.tuning import Tuning
 from jaximp._shap.games import (
     Part,
     count_game_step,
@@ -196,7 +197,7 @@ def _saabas_table(ens: TreeEnsemble) -> tuple[Array, Array]:
     return change, jnp.where(mask, ens.node_players[rows, nodes], 0)
 
 
-def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: bool = False) -> Array:
+def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int, tuning: Tuning, features_first: bool = False) -> Array:
     """``f32[n, F, K]`` Saabas values of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``):
     each edge of a row's path credited with the change of the cover-weighted mean value it makes
     (:func:`_saabas_table`)."""
@@ -212,7 +213,7 @@ def _saabas_kernel(ens: TreeEnsemble, x: Array, *, block: int, features_first: b
         out = out.at[rows.reshape(-1), feat.reshape(-1)].add(got.reshape(-1, ens.n_outputs))
         return to_columns(ens, out, axis=1)
 
-    return map_feature_blocks(block_fn, x, min(block, 256), features_first)
+    return map_feature_blocks(block_fn, x, min(block, tuning.saabas_rows), features_first)
 
 
 def expected(ens: TreeEnsemble, method: str, background: Any = None, *, plan: ShapPlan | None = None,
