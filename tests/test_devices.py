@@ -88,6 +88,12 @@ for name, f in fitted.items():
             same=bool(like_host and np.array_equal(one, np.asarray(four)) and np.array_equal(one, np.asarray(given))),
             split=[str(a.sharding.spec) if per_row else "-" for a in (four, given)],
             devices=[len(a.devices()) for a in (four, given)])
+    uneven, home = rows[:997], jax.devices()[2]  # 997 rows: no even split over four devices
+    for fn in ("predict", "shap_values", "shap_importance"):
+        four = calls[fn](jax.device_put(uneven, home), devices=4, batch_size=128)
+        out[f"{name}/{fn}/uneven"] = dict(same=bool(np.array_equal(np.asarray(calls[fn](jax.device_put(uneven, home),
+                                                                                        devices=1)), np.asarray(four))),
+                                          at_home=four.devices() == {home} if fn != "shap_importance" else True)
     for fn in ("predict", "shap_values"):
         loops = {}
         for d in (1, 4):
@@ -118,7 +124,7 @@ ROW_CALLS = ["predict", "leaf_indices", "shap_values", "interventional", "intera
 
 @pytest.mark.parametrize("model", MODELS)
 def test_four_devices_give_the_numbers_of_one(four_devices, model):
-    calls = {key: v for key, v in four_devices.items() if key.startswith(f"{model}/") and isinstance(v, dict)}
+    calls = {key: v for key, v in four_devices.items() if key.startswith(f"{model}/") and key.count("/") == 1}
     assert len(calls) == 8 and all(v["same"] for v in calls.values()), calls
 
 
@@ -141,3 +147,12 @@ def test_each_device_runs_its_share_of_the_blocks(four_devices, model, fn):
     (one,), (four,) = four_devices[f"{model}/{fn}/loops"]
     assert four * 4 == one, (one, four)
     assert not four_devices[f"{model}/{fn}/gathers"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_rows_the_devices_do_not_divide(four_devices, model):
+    """997 rows on one device, run on four: the numbers of one device, and the per-row results
+    back on the rows' device (JAX splits arrays only evenly), not copied to every device."""
+    for fn in ("predict", "shap_values", "shap_importance"):
+        result = four_devices[f"{model}/{fn}/uneven"]
+        assert result == dict(same=True, at_home=True), (fn, result)

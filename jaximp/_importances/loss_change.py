@@ -39,12 +39,13 @@ from jaximp._leaves.trees import predict_kernel, prepare
 from jaximp._models.ensemble import Ensemble, check_model, to_columns
 from jaximp._rows.batching import is_traced, on_device, weighted_sums
 from jaximp._rows.inputs import as_features, as_weights
+from jaximp._rows.tuning import Tuning
 from jaximp._shap import oblivious, trees
 from jaximp._shap.oblivious import values_block, values_from_leaves
 from jaximp._shap.values import general
 
 
-def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Array, Array, Array]:
+def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss, tuning: Tuning) -> tuple[Array, Array, Array]:
     """Per row: a one ``f32[n]``, the loss ``f32[n]`` and its change without each player ``f32[n, P]``.
 
     Each row's leaves are found once and give both its raw prediction and its SHAP values.
@@ -54,6 +55,7 @@ def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Arr
         rows (tuple): ``(x f32[n, F], y)``.
         block: rows per fused block.
         loss: the model's loss (static).
+        tuning: the devices' tuning (``jaximp._rows.tuning``).
     """
     ens, tables = params
 
@@ -65,7 +67,7 @@ def _oblivious_kernel(params, rows, *, block: int, loss: ModelLoss) -> tuple[Arr
         change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
         return _terms(loss.row_loss(y, raw), change)
 
-    return map_leaves(rows_fn, ens, x, values_block(tables, block), y)
+    return map_leaves(rows_fn, ens, x, values_block(tables, block, tuning), y, tuning=tuning)
 
 
 def _terms(row_loss: Array, change: Array) -> tuple[Array, Array, Array]:
@@ -74,7 +76,7 @@ def _terms(row_loss: Array, change: Array) -> tuple[Array, Array, Array]:
 
 
 def _trees_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss: ModelLoss, kind: Any,
-                  step_rows: int) -> tuple[Array, Array, Array]:
+                  step_rows: int, tuning: Tuning) -> tuple[Array, Array, Array]:
     """Per row: a one, the loss ``f32[n]`` and its change without each player ``f32[n, P]``, for general
     trees: the prediction by the trees' descent, the SHAP values from the per-leaf tables of a
     ``jaximp._shap.trees.ShapPlan`` (its ``kind`` and ``step_rows`` static); ``params`` is
@@ -82,7 +84,7 @@ def _trees_kernel(params: tuple, rows: tuple[Array, Array], *, block: int, loss:
     descent, arrays = params
     ens = descent[0]
     x, y = rows
-    raw = predict_kernel(descent, x, block=block)  # [n, K]
+    raw = predict_kernel(descent, x, block=block, tuning=tuning)  # [n, K]
     phi = trees.shap_kernel((ens, arrays), x, block=block, kind=kind, step_rows=step_rows, per_player=True)
     change = jax.vmap(lambda delta: loss.change(y, raw, delta), in_axes=1, out_axes=1)(phi)
     return _terms(loss.row_loss(y, raw), change)

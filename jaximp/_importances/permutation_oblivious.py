@@ -40,14 +40,11 @@ from jaximp._leaves.tables import leaf_prediction
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import map_rows
 from jaximp._rows.blocks import power_of_two_rows, row_blocks
-from jaximp._rows.devices import resolve_devices
+from jaximp._rows.tuning import Tuning, rows_tuning
 
 _CHUNK = 32  # slots per chunk of a segment's running sums: the length of the scan over places
 _OTHER_CHUNK = 8  # (group, tree) pairs per chunk of the pairs that read several columns
 _INCREMENT_TABLE = 1 << 24  # most entries of the per-slot increment table (deeper: computed per row)
-_CPU_BLOCK = 256  # rows per fused block on CPU: its running sums stay in the last-level cache
-_CPU_BATCH = 4096  # rows per device step on CPU: little padding, few compiled shapes
-_ACCELERATOR_BYTES = 1 << 31  # rough bound on a step's per-slot intermediates elsewhere
 
 
 @jax.tree_util.register_dataclass
@@ -302,7 +299,7 @@ def _bins_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
     return quantize(ens, x).T  # [n, E]
 
 
-def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool,
+def _permuted_kernel(params, rows, *, block: int, tuning: Tuning, tabulate: bool,
                      score: RowScore | None = None) -> Any:
     """Per row: the raw prediction and the raw prediction with each group permuted (arguments
     and results as every permuted-prediction kernel's: ``jaximp._importances.permutation_kernel``).
@@ -312,7 +309,7 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool,
             of every row (``n_all`` rows, padded), which ``rows`` index.
         rows (tuple): ``(own, source)`` (and ``(y, weight)`` with ``score``).
         block: rows per fused block (map_rows's choice).
-        cpu: use small cache-sized blocks.
+        tuning: the devices' tuning (its ``permutation_block_rows``: cache-sized blocks on CPUs).
         tabulate: look each slot's increment up in a per-leaf table (else: two leaf values).
         score: None, or a score that is a sum over rows, computed block by block.
     """
@@ -408,7 +405,7 @@ def _permuted_kernel(params, rows, *, block: int, cpu: bool, tabulate: bool,
 
     # Rows go through in blocks; each block gathers its rows' bins laid out rows-minor ([E, n]):
     # transposed inside a block, every gather of a row of bins would read it with a stride.
-    block = min(block, _CPU_BLOCK) if cpu else block
+    block = min(block, tuning.permutation_block_rows or block)
     n, repeats = rows[1].shape[:2]
     out = jax.lax.map(one_block, jax.tree_util.tree_map(lambda a: row_blocks(a, block), rows))
     if score is not None:
@@ -428,13 +425,13 @@ def _sum_pairs(x: Array) -> Array:
     return x[:, :, 0]
 
 
-def _default_batch(platform: str, plan: StepPlan, n_outputs: int, repeats: int) -> int:
-    """Rows per step: small on CPU (little padding); elsewhere as many as ~2 GiB of per-row
-    intermediates allow (the running sums, the other pairs, the permuted predictions)."""
-    if platform == "cpu":
-        return _CPU_BATCH
+def _default_batch(tuning: Tuning, plan: StepPlan, n_outputs: int, repeats: int) -> int:
+    """Rows per step: the tuning's (small on CPU: little padding), else as many as its bound on
+    per-row intermediates allows (the running sums, the other pairs, the permuted predictions)."""
+    if tuning.permutation_step_rows:
+        return tuning.permutation_step_rows
     per_row = plan.slot_tree.size + plan.seg_chunks.size + plan.tree.size + plan.groups.size * repeats
-    rows = _ACCELERATOR_BYTES // (16 * max(1, per_row) * n_outputs)
+    rows = tuning.permutation_step_bytes // (16 * max(1, per_row) * n_outputs)
     return 1 << int(np.clip(np.log2(max(rows, 1)), 10, 18))
 
 
@@ -443,11 +440,10 @@ def kernel_setup(ens: ObliviousEnsemble, x: Any, groups: list[np.ndarray], repea
     """The step-function kernel of ``ens`` for G groups of evaluated features, with its plan and
     the bins of the checked rows ``x f32[N, E]`` (put on the device once); R repeats."""
     plan = make_plan(ens, groups)
-    platform = resolve_devices(devices, fn_name)[0].platform
     if batch_size is None:
-        batch_size = _default_batch(platform, plan, ens.n_outputs, repeats)
+        batch_size = _default_batch(rows_tuning(devices, x, fn_name), plan, ens.n_outputs, repeats)
     bins = map_rows(_bins_kernel, ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
                     progress=False)  # [N, E]
     tabulate = plan.slot_tree.size * ens.n_leaves * ens.n_outputs <= _INCREMENT_TABLE
     params = (ens, plan, power_of_two_rows(bins))
-    return KernelSetup(_permuted_kernel, params, batch_size, dict(cpu=platform == "cpu", tabulate=tabulate))
+    return KernelSetup(_permuted_kernel, params, batch_size, dict(tabulate=tabulate))

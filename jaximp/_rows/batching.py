@@ -277,7 +277,9 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
     rows_first = (lambda a: a.T) if rows_last else (lambda a: a)  # noqa: E731
     split_bytes = rows_tuning(devices, rows, fn_name).split_copy_bytes
     if on_device(rows):
-        return jax.tree_util.tree_map(rows_first, _on_device(steps, n, host_dtype, axis=-1 if rows_last else 0))
+        home = rows_devices(rows)
+        return jax.tree_util.tree_map(rows_first, _on_device(steps, n, host_dtype, axis=-1 if rows_last else 0,
+                                                             home=home[0] if home else None))
     result, start, pending = None, 0, None
 
     def empty(a):  # [N, ...] in the kernel's memory order
@@ -310,10 +312,11 @@ def on_device(rows: Any) -> bool:
     return any(isinstance(a, jax.Array) for a in jax.tree_util.tree_leaves(rows))
 
 
-def _on_device(steps: Any, n: int, dtype: Any, axis: int = 0) -> Any:
+def _on_device(steps: Any, n: int, dtype: Any, axis: int = 0, home: jax.Device | None = None) -> Any:
     """The steps' outputs joined on the device along their rows' ``axis`` (0, or -1 for
-    two-dimensional row-last outputs), padding dropped (see :func:`map_rows`)."""
-    return joined(tuple(steps), n=n, axis=axis, dtype=None if dtype is None else np.dtype(dtype))
+    two-dimensional row-last outputs), padding dropped (see :func:`map_rows`; ``home``: the rows'
+    device, for results the devices cannot split evenly)."""
+    return joined(tuple(steps), n=n, axis=axis, dtype=None if dtype is None else np.dtype(dtype), home=home)
 
 
 def sum_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,

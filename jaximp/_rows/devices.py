@@ -100,15 +100,26 @@ def rows_devices(rows: Any) -> Any:
 
 def on_mesh(a: Array, mesh: Mesh, axis: int) -> Array:
     """Rows ``a`` of a call whose rows are on a device, as its steps read them, once per call:
-    left as they are on the mesh's one device, else placed on ``mesh`` (host arrays too), split
-    along their rows ``axis`` where they divide evenly (as they are when given so: then nothing
-    moves), whole on every device otherwise."""
+    left as they are on the mesh's one device, else split over ``mesh`` along their rows ``axis``
+    (as they are when given so: then nothing moves). Host arrays are put there too. A number of
+    rows that the devices do not divide is zero-padded first where the rows are, so that each
+    device receives its slice, never the whole (padding rows are computed and dropped, as a
+    step's)."""
     if not isinstance(a, (jax.Array, np.ndarray)) or (isinstance(a, jax.Array) and mesh.size == 1
                                                         and a.devices() == set(mesh.devices.flat)):
         return a
-    split = a.shape[axis] % mesh.size == 0
-    spec = PartitionSpec(*(None,) * axis, ROW_AXIS) if split else PartitionSpec()
-    return jax.device_put(a, NamedSharding(mesh, spec))
+    missing = -a.shape[axis] % mesh.size
+    if missing:
+        a = _zero_padded(a, missing=missing, axis=axis) if isinstance(a, jax.Array) else \
+            np.concatenate([a, np.zeros((*a.shape[:axis], missing, *a.shape[axis + 1:]), a.dtype)], axis=axis)
+    return jax.device_put(a, NamedSharding(mesh, PartitionSpec(*(None,) * axis, ROW_AXIS)))
+
+
+@functools.partial(jax.jit, static_argnames=("missing", "axis"))
+def _zero_padded(a: Array, *, missing: int, axis: int) -> Array:
+    pad = [(0, 0)] * a.ndim
+    pad[axis] = (0, missing)
+    return jnp.pad(a, pad)
 
 
 @functools.cache
@@ -125,15 +136,28 @@ def device_step(mesh: Mesh, axis: int, step: int) -> Callable:
     return jax.jit(take, out_shardings=NamedSharding(mesh, spec))
 
 
-@functools.partial(jax.jit, static_argnames=("n", "axis", "dtype"))
-def joined(outs: tuple, *, n: int, axis: int, dtype: Any) -> Any:
+def joined(outs: tuple, *, n: int, axis: int, dtype: Any, home: jax.Device | None = None) -> Any:
     """The steps' outputs ``outs`` joined along their rows' ``axis`` (0, or -1 for row-last
-    outputs), cut to the ``n`` rows of the call and cast to ``dtype`` (None: as they are), in one
-    program: no slice bound sent from the host."""
+    outputs), cut to the ``n`` rows of the call and cast to ``dtype`` (None: as they are), on the
+    devices: no slice bound sent from the host.
 
+    Steps split over several devices stay split where the devices divide ``n``. Where they do not
+    (JAX's arrays split only evenly), the joined steps go to ``home`` (the rows' own device)
+    before the cut, rather than to every device."""
+    leaves = jax.tree_util.tree_leaves(outs)
+    devices = leaves[0].devices() if leaves and not isinstance(leaves[0], jax.core.Tracer) else set()
+    if len(devices) > 1 and n % len(devices) and home is not None:
+        whole = _joined(outs, n=None, axis=axis, dtype=dtype)
+        return _joined((jax.device_put(whole, home),), n=n, axis=axis, dtype=None)
+    return _joined(outs, n=n, axis=axis, dtype=dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("n", "axis", "dtype"))
+def _joined(outs: tuple, *, n: int | None, axis: int, dtype: Any) -> Any:
     def join(*parts):
         whole = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=axis)
-        whole = jax.lax.slice_in_dim(whole, 0, n, axis=axis % whole.ndim)
+        if n is not None:
+            whole = jax.lax.slice_in_dim(whole, 0, n, axis=axis % whole.ndim)
         return whole if dtype is None else whole.astype(dtype)
 
     return jax.tree_util.tree_map(join, *outs)

@@ -125,6 +125,17 @@ class Tuning:
     soft_chunk_floats: int
     """Per-step budget of the soft trees' ``[trees, L, D, rows]`` intermediates."""
 
+    permutation_block_rows: int
+    """Rows per block of the oblivious trees' permutation-importance kernel, whose running sums
+    then stay in a CPU's last-level cache (0: the call's block)."""
+
+    permutation_step_rows: int
+    """Rows per step of that kernel without ``batch_size``: little padding and few compiled
+    shapes (0: as many as :attr:`permutation_step_bytes` of per-row intermediates allow)."""
+
+    permutation_step_bytes: int
+    """Rough bound on a step's per-row intermediates of that kernel when its step is not fixed."""
+
 
 CPU = Tuning(
     name="cpu",
@@ -153,6 +164,9 @@ CPU = Tuning(
     table_bytes=1 << 30,
     soft_rows=64,
     soft_chunk_floats=1 << 21,
+    permutation_block_rows=256,
+    permutation_step_rows=4096,
+    permutation_step_bytes=1 << 31,
 )
 """The tuning of CPUs: blocks and budgets sized for caches, and the host-side tricks on."""
 
@@ -170,6 +184,8 @@ ACCELERATOR = dataclasses.replace(
     tree_step_rows=4096,
     tree_pattern_ints=1 << 26,
     tree_chunk_floats=1 << 26,
+    permutation_block_rows=0,
+    permutation_step_rows=0,
 )
 """The tuning of GPUs and TPUs: memory-bound budgets, no CPU tricks."""
 
