@@ -138,31 +138,3 @@ def test_a_column_split_twice_in_a_path_is_one_player():
         merged = [len(set(f)) > len(set(p)) for f, p in zip(features.reshape(-1, ens.depth),
                                                            players.reshape(-1, ens.depth))]
         assert any(merged), name
-
-
-def test_a_model_keeps_its_last_tables_within_bounds(monkeypatch):
-    """``kept_last`` gives a model's next call what its last call built for the same ``how``;
-    another ``how`` replaces it, and it keeps nothing when told not to, nothing over its byte
-    bound and no tracer of a caller's jax.jit."""
-    from jaximp._models import ensemble
-
-    ens = jaximp.from_catboost(train("regression")[0])
-    built = []
-
-    def build(n=4):
-        built.append(n)
-        return {"table": jnp.zeros(n, jnp.float32)}
-
-    first = ensemble.kept_last(ens, "a", build)
-    assert ensemble.kept_last(ens, "a", build) is first and built == [4]
-    ensemble.kept_last(ens, "b", build)
-    assert ensemble.kept_last(ens, "a", build) is not first and built == [4, 4, 4]
-    other = jaximp.from_catboost(train("regression")[0])
-    ensemble.kept_last(other, "a", build, keep=False)
-    assert ensemble._last_kept(other) == {}
-    monkeypatch.setattr(ensemble, "_KEPT_BYTES", 15)
-    ensemble.kept_last(other, "a", build)  # 16 bytes
-    assert ensemble._last_kept(other) == {}
-    monkeypatch.undo()
-    jax.jit(lambda x: ensemble.kept_last(other, "a", lambda: {"table": x}))(jnp.zeros(4))
-    assert ensemble._last_kept(other) == {}

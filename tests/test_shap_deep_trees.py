@@ -310,23 +310,26 @@ def test_the_trees_structure_is_read_once_per_model(monkeypatch):
     gone leaves nothing behind."""
     import gc
 
-    from jaximp._shap import paths
+    from jaximp._models.cache import model_cache
 
-    kept = paths._structure.kept
+    def kept(ens):
+        return model_cache().entries(ens).get("jaximp._shap.paths._structure")
+
     fitted = lightgbm_deep()
     x = lightgbm_rows(fitted.model, fitted.X, 8)
     ens = jaximp.from_lightgbm(fitted.model)  # a model no other test has explained
     first = jaximp.shap_values(ens, x)
-    structure = kept[id(ens)][1]
+    structure = kept(ens)
+    assert structure is not None
     np.testing.assert_array_equal(jaximp.shap_values(ens, x), first)
-    assert kept[id(ens)][1] is structure  # not computed again
+    assert kept(ens) is structure  # not computed again
     other = jaximp.from_lightgbm(fitted.model)
     np.testing.assert_array_equal(jaximp.shap_values(other, x), first)
-    assert kept[id(other)][1] is not structure and kept[id(ens)][1] is structure
-    key = id(other)
+    assert kept(other) is not structure and kept(ens) is structure
+    n_other, before = len(model_cache().entries(other)), model_cache().info().entries
     del other
     gc.collect()
-    assert key not in kept
+    assert model_cache().info().entries == before - n_other  # its structure and plan went with it
 
 
 @pytest.mark.parametrize("table", ["path", ""])
@@ -386,23 +389,26 @@ def test_paths_from_the_host_structure_equal_the_paths_jax_traces(model):
     assert (host.player.sum(-1) < host.mask.sum(-1)).any()  # some paths read a feature twice
 
 
-def test_a_models_last_plan_is_kept_for_its_next_call():
+def test_a_models_plans_are_kept_for_its_next_call():
     """Explaining rows of the same model again reuses the plan built from its own leaf weights
-    (the same arrays, the same values); another plan replaces it, and weights counted on the
-    rows being explained (a model file without them) are never kept."""
+    (the same arrays, the same values); another plan is kept beside it, and weights counted on
+    the rows being explained (a model file without them) are never kept."""
     import dataclasses
 
-    from jaximp._models.ensemble import _last_kept
+    from jaximp._models.cache import model_cache
+
+    def plans(ens):
+        return {how: v for how, v in model_cache().entries(ens).items() if how[0][0] == "plan"}
 
     fitted = lightgbm_deep()
     x = lightgbm_rows(fitted.model, fitted.X, 8)[:8]
     ens = jaximp.from_lightgbm(fitted.model)
     first = jaximp.shap_values(ens, x)
-    (how, plan), = _last_kept(ens).items()
+    (how, plan), = plans(ens).items()
     np.testing.assert_array_equal(jaximp.shap_values(ens, x), first)
-    assert _last_kept(ens)[how] is plan
+    assert plans(ens)[how] is plan
     jaximp.shap_values(ens, x, method="interventional", background=x)  # the interventional plan
-    assert list(_last_kept(ens)) != [how] and len(_last_kept(ens)) == 1
+    assert len(plans(ens)) == 2 and plans(ens)[how] is plan
     counted = dataclasses.replace(ens, leaf_weights_known=False)
     jaximp.shap_values(counted, x)
-    assert _last_kept(counted) == {}
+    assert plans(counted) == {}

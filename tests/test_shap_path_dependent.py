@@ -274,16 +274,19 @@ def test_general_trees_against_the_library(build, arg, method):
 def test_oblivious_tables_are_kept_per_model():
     """A model's tables built from its own leaf weights are kept for its next call (the same
     arrays); tables of a background or of weights counted on the explained rows are not."""
-    from jaximp._models.ensemble import _last_kept
+    from jaximp._models.cache import model_cache
+
+    def kept(ens):
+        return {how: v for how, v in model_cache().entries(ens).items() if how[0][0] == "tables"}
 
     model, X, _, _ = models.train("regression", depth=6, iterations=10)
     ens = jaximp.from_catboost(model)
     first = shap_values(ens, X[:20])
-    (how, tables), = _last_kept(ens).items()
+    (how, tables), = kept(ens).items()
     np.testing.assert_array_equal(shap_values(ens, X[:20]), first)
-    assert _last_kept(ens)[how] is tables
+    assert kept(ens)[how] is tables
     shap_values(ens, X[:20], method="interventional", background=X[:30])
-    assert _last_kept(ens)[how] is tables
+    assert kept(ens) == {how: tables}
     counted = dataclasses.replace(ens, leaf_weights_known=False)
     shap_values(counted, X[:20])
-    assert _last_kept(counted) == {}
+    assert kept(counted) == {}

@@ -30,8 +30,8 @@ from jax import Array
 
 from jaximp._leaves import bins as binned
 from jaximp._leaves.tables import take
+from jaximp._models.cache import kept_per_model
 from jaximp._models.checks import concrete
-from jaximp._models.ensemble import kept_per_model
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.tuning import CPU, Tuning
 

@@ -31,7 +31,7 @@ from jax import Array
 
 from jaximp._leaves.heap import node_words, readable_from_bins
 from jaximp._leaves.tables import take
-from jaximp._models.ensemble import kept_per_model
+from jaximp._models.cache import kept_per_model
 from jaximp._models.trees import TreeEnsemble
 
 MAX_LEAVES = 32  # the bits of a mask

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -115,7 +116,11 @@ def concrete(value: Any) -> bool:
             and value.dtype != _FLOAT0 and not value.is_deleted() and value.is_fully_addressable)
 
 
-_PASSED: dict[tuple, tuple] = {}  # checks passed by jax arrays: key -> (weak references, result)
+# Checks passed by jax arrays: key -> (weak references to the arrays, result). Not model state of
+# the model cache (jaximp._models.cache): keyed by the arrays, which models rebuilt from them share.
+# An entry goes when one of its arrays is collected, all of them when there are _PASSED_SIZE; a
+# result is small beside its arrays (True, or a flag per node and leaf of a model's trees).
+_PASSED: dict[tuple, tuple] = {}
 _PASSED_SIZE = 512
 _TRUSTED = contextvars.ContextVar("jaximp_models_trusted", default=False)
 TRUSTED = "trusted"  # the result of a check recorded as passed without running (see ``trusted``)
@@ -155,8 +160,16 @@ def check_values(check: Callable[..., Any], arrays: tuple[Any, ...], *static: An
     if immutable:
         if len(_PASSED) >= _PASSED_SIZE:
             _PASSED.clear()
-        _PASSED[key] = (tuple(weakref.ref(a) for a in arrays), result)
+        _PASSED[key] = (tuple(weakref.ref(a, functools.partial(_collected, key)) for a in arrays), result)
     return result
+
+
+def _collected(key: tuple, ref: weakref.ref) -> None:
+    """One of the arrays of ``_PASSED[key]`` was collected: drop the entry (unless it is a later
+    one under the same ids, whose references are others)."""
+    entry = _PASSED.get(key)
+    if entry is not None and any(r is ref for r in entry[0]):
+        _PASSED.pop(key, None)
 
 
 def first_bad(values: np.ndarray, bad: np.ndarray) -> str:

@@ -1,6 +1,6 @@
 """What both layouts of a tree ensemble share: attribution to columns, the one-line summary,
-the check that an argument is an ensemble, what is computed once per model object, and the hook
-through which ``ens.predict`` reaches the leaves stage.
+the check that an argument is an ensemble, and the hook through which ``ens.predict`` reaches the
+leaves stage. What is computed once per model object lives in :mod:`jaximp._models.cache`.
 
 The model is one idea with two layouts (see :mod:`jaximp._models`): :class:`ObliviousEnsemble`
 (symmetric trees: per tree, D split features and borders and a ``2**D`` leaf table) and
@@ -12,8 +12,6 @@ each reads ``ens.layout`` once, in one place.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -164,61 +162,6 @@ def check_model(ens: Any, fn_name: str) -> Layout:
             f"with jaximp.from_catboost, from_xgboost, from_lightgbm or from_sklearn); got {type(ens).__name__}"
         )
     return ens.layout
-
-
-def kept_per_model(compute: Callable) -> Callable:
-    """``compute(ens)``, computed once per model object and kept while it lives.
-
-    A model is frozen and its arrays immutable, so what is derived from them on the host (a
-    descent layout, the paths of its trees) holds for as long as the object does. Keyed by
-    identity: the dataclass's own ``__hash__`` would hash arrays. Used as a decorator; the
-    wrapper's ``kept`` maps ``id(ens)`` to ``(a weak reference to ens, its value)``.
-    """
-    kept: dict[int, tuple[weakref.ref, Any]] = {}
-
-    @functools.wraps(compute)
-    def once(ens: Any) -> Any:
-        key = id(ens)
-        hit = kept.get(key)
-        if hit is not None and hit[0]() is ens:
-            return hit[1]
-        value = compute(ens)
-        kept[key] = (weakref.ref(ens, lambda _, key=key: kept.pop(key, None)), value)
-        return value
-
-    once.kept = kept
-    return once
-
-
-@kept_per_model
-def _last_kept(ens: Any) -> dict:
-    """``{how: value}``: what :func:`kept_last` keeps for a model, its last value only."""
-    return {}
-
-
-_KEPT_BYTES = 1 << 27  # the largest value a model keeps (128 MiB)
-
-
-def kept_last(ens: Any, how: Any, build: Callable[[], Any], keep: bool = True) -> Any:
-    """``build()``, kept for the model's next call that asks for the same ``how`` (hashable: what
-    ``build`` depends on besides the model, and JAX's settings that change its arrays).
-
-    Tables a model's calls build from its own leaf weights (a SHAP plan) do not change between
-    calls: a plain ``shap_values`` in a loop finds them built. Each model keeps its last value
-    only (another ``how`` replaces it), nothing when not ``keep`` (tables of a background or of
-    weights counted on the explained rows), no value over :data:`_KEPT_BYTES` (interaction tables
-    of deep trees) and never a value holding JAX tracers (built inside a caller's ``jax.jit``)."""
-    kept = _last_kept(ens)
-    how = (how, jax.config.jax_enable_x64, jax.config.jax_default_device)
-    if keep and how in kept:
-        return kept[how]
-    value = build()
-    arrays = jax.tree_util.tree_leaves(value)
-    if keep and not any(isinstance(a, jax.core.Tracer) for a in arrays) \
-            and sum(a.nbytes for a in arrays) <= _KEPT_BYTES:
-        kept.clear()
-        kept[how] = value
-    return value
 
 
 def squeeze_outputs(values: Array, n_outputs: int) -> Array:

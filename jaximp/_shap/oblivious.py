@@ -47,7 +47,8 @@ from jax import Array
 from jaximp._leaves.oblivious import map_leaves
 from jaximp._leaves.predict import leaf_histogram, training_leaf_weights
 from jaximp._leaves.tables import mean_prediction
-from jaximp._models.ensemble import kept_last, squeeze_outputs, to_columns
+from jaximp._models.cache import kept
+from jaximp._models.ensemble import squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows, unit_weights
 from jaximp._rows.tuning import CPU, Tuning, rows_tuning
@@ -102,7 +103,7 @@ _PROGRAMS = {quick: jax.jit(_tables, static_argnames=("kind", "tuning", "trainin
 def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, tuning: Tuning, training: bool = False,
            x: Any = None) -> ShapTables:
     """:func:`_tables` of ``ens`` and ``dist``, those of the model's own leaf weights kept for its
-    next call (``jaximp._models.ensemble.kept_last``); ``x``: the rows explained (traced rows:
+    next call (``jaximp._models.cache.kept``); ``x``: the rows explained (traced rows:
     the tables' program is traced into the caller's); ``tuning``: their devices'."""
     traced = is_traced((ens, dist, x))
     own = dist is ens.leaf_weights and not traced
@@ -112,7 +113,7 @@ def _build(ens: ObliviousEnsemble, dist: Array, *, kind: str, tuning: Tuning, tr
         with gc_paused():  # a first call traces and lowers the tables' program here
             return _PROGRAMS[quick](ens, dist, kind=kind, tuning=tuning, training=training)
 
-    return kept_last(ens, ("tables", kind, training), build, keep=own)
+    return kept(ens, ("tables", kind, training), build, keep=own)
 
 
 def training_distribution(ens: ObliviousEnsemble, x: Any = None, *, fn_name: str,

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._models.ensemble import kept_per_model, namespace, safe_div
+from jaximp._models.cache import kept_per_model
+from jaximp._models.ensemble import namespace, safe_div
 from jaximp._models.trees import TreeEnsemble, leaf_paths, parents, subtree_sums
 
 

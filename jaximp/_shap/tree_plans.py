@@ -31,7 +31,8 @@ from jax import Array
 
 from jaximp._leaves.tables import weight_sums
 from jaximp._leaves.trees import node_decisions
-from jaximp._models.ensemble import kept_last, namespace, safe_div
+from jaximp._models.cache import kept
+from jaximp._models.ensemble import namespace, safe_div
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, sum_rows, unit_weights
 from jaximp._rows.blocks import row_blocks
@@ -324,7 +325,7 @@ def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices
             return _PLAN(ens, weights, leaves, structure, **built)
 
     keep = weights is ens.leaf_weights and not is_traced((ens, weights, x))  # kept for the model's next call
-    arrays = kept_last(ens, ("plan", table, layout, step.trees, tuple(a.shape for a in leaves)), build, keep=keep)
+    arrays = kept(ens, ("plan", table, layout, step.trees, tuple(a.shape for a in leaves)), build, keep=keep)
     return ShapPlan(kind, arrays, step.rows)
 
 
