@@ -8,6 +8,10 @@ total is an unevaluated pair ``hi + lo`` of the kernel's dtype whose error stays
 sum in twice the precision. The pair stays on the device; only a caller that asks for NumPy
 reads it back, as float64 (``hi`` and ``lo`` of float32 add exactly in float64).
 
+A mean divides the pair by N on the device rounded once (the quotient, then its remainder
+divided again, with Dekker's exact product), which gives the numbers the float64 sum divided by N
+rounds to: a mean of rows on a device equals that of the same rows in host memory.
+
 The additions run in the same order whatever the batch size or device count (blocks hold the
 same rows), so the total is identical for any of them. XLA does not reassociate floating-point
 additions (no fast-math by default), which the compensation relies on.
@@ -20,6 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 Pair = tuple[Any, Any]  # (hi, lo): two pytrees shaped as one block's sums
 
@@ -59,7 +64,33 @@ def on_device(total: Pair) -> Any:
     return jax.tree_util.tree_map(jnp.add, *total)
 
 
+def _two_product(a: Array, b: Array) -> tuple[Array, Array]:
+    """``(p, e)`` with ``p = fl(a b)`` and ``p + e = a b`` exactly (Dekker's product, no FMA)."""
+    split = np.asarray(2 ** ((jnp.finfo(a.dtype).nmant + 2) // 2) + 1, a.dtype)  # 4097 for float32
+
+    def halves(x):
+        c = split * x
+        high = c - (c - x)
+        return high, x - high
+
+    p = a * b
+    (a1, a2), (b1, b2) = halves(a), halves(b)
+    return p, ((a1 * b1 - p) + a1 * b2 + a2 * b1) + a2 * b2
+
+
+def _quotient(hi: Array, lo: Array, n: int) -> Array:
+    """``(hi + lo) / n`` rounded once (to the pairs' dtype), as the host's float64 division of
+    the float64 sum gives it: the quotient, then its remainder divided again."""
+    n_hi = np.asarray(n, hi.dtype)
+    n_lo = np.asarray(n - float(n_hi), hi.dtype)  # n past the dtype's integers: its rounding error
+    q = hi / n_hi
+    p, e = _two_product(q, jnp.broadcast_to(n_hi, q.shape))
+    remainder = ((hi - p) - e + lo) - q * n_lo
+    return q + remainder / n_hi
+
+
 @jax.jit(static_argnames="n")
 def mean_on_device(total: Pair, n: int) -> Any:
-    """The sums divided by ``n`` on their device, in the pairs' dtype."""
-    return jax.tree_util.tree_map(lambda h, l: (h + l) / n, *total)
+    """The sums divided by ``n`` on their device, in the pairs' dtype, rounded once: the numbers
+    that the float64 sums of :func:`on_host` divided by ``n`` round to."""
+    return jax.tree_util.tree_map(lambda h, low: _quotient(h, low, n), *total)

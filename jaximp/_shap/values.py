@@ -210,8 +210,8 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
     draws ("mean(|SHAP value|)").
 
     Equals ``np.abs(shap_values(ens, X, ...)).mean(axis=0)`` to float32 rounding: each step of
-    ``batch_size`` rows is reduced on the device and the steps' sums are added in float64, so
-    memory stays that of one step whatever N.
+    ``batch_size`` rows is reduced on the device and the blocks' sums are added there in
+    double-float precision (about float64's), so memory stays that of one step whatever N.
 
     Args:
         ens: the model.
@@ -360,7 +360,7 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
     without holding the ``[N, F, F]`` interaction values.
 
     Equals ``np.abs(shap_interaction_values(ens, X)).mean(axis=0)`` to float32 rounding (each
-    step reduced on the device, the steps added in float64); memory ``O(batch_size F^2)``
+    step reduced on the device, the blocks added there in double-float precision); memory ``O(batch_size F^2)``
     whatever N.
 
     Args:
