@@ -18,8 +18,8 @@ A kernel ``kernel(params, rows, *, block, score=None, **static)`` takes:
 
 It returns, without ``score``, ``(raw f32[n, K], permuted f32[n, n_sources, G, K])``: each
 row's raw prediction and its predictions with each group permuted; with ``score``, the
-per-block sums ``f32[n_blocks, R, G + 1, n_terms]`` of the score's row terms (group 0: the
-baseline; ``jaximp._importances.scoring.block_sums``).
+per-block sums ``f32[n_blocks, R, G + 1, 1 + n_terms]`` of the rows' weights (term 0) and of the
+score's weighted row terms (group 0: the baseline; ``jaximp._importances.scoring.block_sums``).
 """
 
 from __future__ import annotations

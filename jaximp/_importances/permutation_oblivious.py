@@ -409,7 +409,7 @@ def _permuted_kernel(params, rows, *, block: int, tuning: Tuning, tabulate: bool
     n, repeats = rows[1].shape[:2]
     out = jax.lax.map(one_block, jax.tree_util.tree_map(lambda a: row_blocks(a, block), rows))
     if score is not None:
-        return out  # [n_blocks, R, G + 1, n_terms]
+        return out  # [n_blocks, R, G + 1, 1 + n_terms]
     raw, out = out  # [n_blocks, block, K], [n_blocks, n_sources, K, G, block]
     out = out.transpose(0, 4, 1, 3, 2).reshape(-1, repeats, out.shape[3], k)
     return raw.reshape(-1, k)[:n], out[:n]
