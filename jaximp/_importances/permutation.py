@@ -359,13 +359,16 @@ def _materialized(ens: Ensemble, x: Any, raw_columns: Any, setup: PermutationSet
                            shared_rows=shared)
     if to_host:
         base, scores = (np.asarray(a, np.float64) for a in jax.device_get((base, scores)))
-    return (base[None, :] - scores.T) if to_host else _device_differences(base, scores)  # [G, R]
+    return (_differences if to_host else _device_differences)(base, scores)  # [G, R]
 
 
-@jax.jit
-def _device_differences(base: Array, scores: Array) -> Array:
-    """``[G, R]``: the baseline's score ``[R]`` minus each group's ``[R, G]``."""
+def _differences(base: Any, scores: Any) -> Any:
+    """``[G, R]``: the baseline's score ``[R]`` minus each group's ``[R, G]`` (NumPy, or on the
+    device: :func:`_device_differences`)."""
     return base[None, :] - scores.T
+
+
+_device_differences = jax.jit(_differences)
 
 
 @functools.partial(jax.jit, static_argnames=("score_fn", "n_outputs", "shared_rows"))
