@@ -37,8 +37,11 @@ from jaximp._leaves.heap import heap_of
 from jaximp._leaves.masks import masks_of
 from jaximp._leaves.oblivious import quantize, raw_prediction
 from jaximp._rows.inputs import as_features
+from jaximp._rows.tuning import tuning_for
 
 slow = pytest.mark.slow
+
+TUNING = tuning_for(jax.devices()[0])  # the kernels' tuning on the default device
 
 
 # CatBoost's oblivious models ---------------------------------------------------------------------------------
@@ -113,7 +116,7 @@ def test_both_quantizers_count_the_borders_below(border_count):
     filled = np.where(np.isnan(X), [np.inf if m == "Max" else -np.inf for m in ens.nan_modes], X)
     expected = np.stack([np.searchsorted(borders[f], filled[:, f], side="left") for f in range(6)])
     for fused in (False, True):
-        np.testing.assert_array_equal(np.asarray(quantize(ens, jnp.asarray(X), fused=fused)), expected)
+        np.testing.assert_array_equal(np.asarray(quantize(ens, jnp.asarray(X), fused=fused, tuning=TUNING)), expected)
 
 
 @pytest.mark.parametrize("kind", models.KINDS)
@@ -388,7 +391,7 @@ def border_rows(ens, n=600, seed=0):
 
 def descent_leaves(params, x, block=256):
     """The leaves of rows ``x f32[n, E]`` by the general trees' leaf kernel with ``params``."""
-    return np.asarray(jax.jit(functools.partial(trees.leaf_kernel, block=block))(params, jnp.asarray(x)))
+    return np.asarray(jax.jit(functools.partial(trees.leaf_kernel, block=block, tuning=TUNING))(params, jnp.asarray(x)))
 
 
 HEAP = [case for case in GENERAL if case.id.split("-")[0] in ("catboost", "xgboost", "lightgbm", "sklearn")
@@ -462,7 +465,8 @@ def test_models_the_heap_does_not_fit_descend_by_pointers():
     ens = models.xgboost_model("squarederror").ens
     x = border_rows(ens, n=64)
     stacked = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), ens)
-    batched = jax.vmap(lambda e: trees.predict_kernel(trees.prepare(e), jnp.asarray(x), block=64))(stacked)
+    predict = functools.partial(trees.predict_kernel, block=64, tuning=TUNING)
+    batched = jax.vmap(lambda e: predict(trees.prepare(e), jnp.asarray(x)))(stacked)
     assert_close(batched[0, :, 0], jaximp.predict(ens, x))
 
 
@@ -581,9 +585,9 @@ def test_lightgbm_decision_rules_around_zero(decision_type, tmp_path):
 
 def test_jit_and_no_jit_agree(regression_model):
     _, ens, X, _ = regression_model
-    jitted = jax.jit(raw_prediction)(ens, jnp.asarray(X))
+    jitted = jax.jit(functools.partial(raw_prediction, tuning=TUNING))(ens, jnp.asarray(X))
     with jax.disable_jit():
-        eager = raw_prediction(ens, jnp.asarray(X))
+        eager = raw_prediction(ens, jnp.asarray(X), tuning=TUNING)
     np.testing.assert_allclose(jitted, eager, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(ens.predict(X), jitted[:, 0], rtol=1e-6, atol=1e-6)
 

@@ -295,8 +295,8 @@ def _group_splits(ens: ObliviousEnsemble, tree: np.ndarray, bits: np.ndarray):
     return feature, threshold, np.where(used, depth_bit[depth], 0)
 
 
-def _bins_kernel(ens: ObliviousEnsemble, x: Array, *, block: int) -> Array:
-    return quantize(ens, x).T  # [n, E]
+def _bins_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning) -> Array:
+    return quantize(ens, x, tuning=tuning).T  # [n, E]
 
 
 def _permuted_kernel(params, rows, *, block: int, tuning: Tuning, tabulate: bool,

@@ -30,6 +30,7 @@ from jaximp._leaves import trees
 from jaximp._leaves.tables import leaf_prediction
 from jaximp._models.trees import TreeEnsemble
 from jaximp._rows.blocks import map_blocks, power_of_two_rows, row_blocks
+from jaximp._rows.tuning import Tuning
 
 
 def _inner_block(block: int, repeats: int) -> int:
@@ -42,7 +43,7 @@ def _inner_block(block: int, repeats: int) -> int:
 
 
 def _permuted_kernel(params: tuple[TreeEnsemble, trees.Layout, Array, Array], rows: tuple[Array, ...], *,
-                     block: int, score: RowScore | None = None) -> Any:
+                     block: int, tuning: Tuning, score: RowScore | None = None) -> Any:
     """Raw and permuted predictions of a step of rows (arguments and results as every
     permuted-prediction kernel's: ``jaximp._importances.permutation_kernel``).
 
@@ -52,12 +53,13 @@ def _permuted_kernel(params: tuple[TreeEnsemble, trees.Layout, Array, Array], ro
             ``masks[0]`` is all False (the baseline), ``masks[1 + g]`` marks group ``g``'s columns.
         rows: ``(own, source)`` (and ``(y, weight)`` with ``score``), indices into ``x``.
         block: rows per fused block.
+        tuning: the devices' (``jaximp._rows.tuning``): the search's fences and runs.
         score: None, or a score that is a sum over rows, computed block by block.
     """
     ens, layout, x, masks = params
     repeats = rows[1].shape[1]
     quantize, leaves = trees.descent((ens, layout))
-    encode, descend = (lambda rows: quantize(rows).T), (lambda bins: leaves(bins.T))  # [n, E] both
+    encode, descend = (lambda rows: quantize(rows, tuning=tuning).T), (lambda bins: leaves(bins.T))  # [n, E] both
 
     def block_fn(args):
         o, s = args[:2]

@@ -33,7 +33,7 @@ from jaximp._leaves.tables import take
 from jaximp._models.cache import kept_per_model
 from jaximp._models.checks import concrete
 from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.tuning import CPU, Tuning
+from jaximp._rows.tuning import Tuning
 
 MAX_DEPTH = 10  # deeper trees descend by pointers: 2**D positions per tree would outgrow the cache
 _MAX_POSITIONS = 1 << 23  # T * 2**D: the words and leaf map stay under 64 MB
@@ -163,7 +163,7 @@ def _ranks(feature: np.ndarray, border: np.ndarray, n_features: int) -> tuple[np
 
 
 def quantize(heap: Any, x: Array, *, fused: bool = False, features_first: bool = False,
-             tuning: Tuning = CPU) -> Array:
+             tuning: Tuning) -> Array:
     """``[E, n]`` the bin of each value of rows ``x f32[n, E]`` (``[E, n]`` with
     ``features_first``): ``#{borders < x}``, NaN the bin of all ones (``u8`` or ``u16``).
     ``heap``: a :class:`Heap`, or any layout with its ``borders``, ``bits`` and ``bin_dtype``

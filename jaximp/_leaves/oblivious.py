@@ -20,7 +20,7 @@ from jax import Array
 from jaximp._leaves import bins as binned
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums
 from jaximp._models.oblivious import ObliviousEnsemble, nan_fill_values
-from jaximp._rows.tuning import CPU, Tuning
+from jaximp._rows.tuning import Tuning
 
 
 def bin_dtype(ens: ObliviousEnsemble):
@@ -34,7 +34,7 @@ def leaf_dtype(ens: ObliviousEnsemble):
 
 
 def quantize(ens: ObliviousEnsemble, x: Array, *, fused: bool = False, features_first: bool = False,
-             tuning: Tuning = CPU) -> Array:
+             tuning: Tuning) -> Array:
     """``[E, n]`` bin of each value against its feature's borders (NaN per the model's mode).
 
     ``jaximp._leaves.bins.search``'s count, NaN first replaced by the model's ``nan_modes``
@@ -75,13 +75,13 @@ def tree_leaves_from_bins(ens: ObliviousEnsemble, bins: Array) -> Array:
     return jnp.sum(bits << shifts, axis=1, dtype=dtype)
 
 
-def tree_leaves(ens: ObliviousEnsemble, x: Array) -> Array:
+def tree_leaves(ens: ObliviousEnsemble, x: Array, *, tuning: Tuning) -> Array:
     """``[T, n]`` leaf index of each of ``n`` rows ``x: f32[n, E]`` in each tree (no batching)."""
-    return tree_leaves_from_bins(ens, quantize(ens, x, fused=True))
+    return tree_leaves_from_bins(ens, quantize(ens, x, fused=True, tuning=tuning))
 
 
 def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *others: Any,
-               reduce: bool = False, features_first: bool = False, tuning: Tuning = CPU) -> Any:
+               reduce: bool = False, features_first: bool = False, tuning: Tuning) -> Any:
     """``fn(leaves [T, block], *others_block)`` over blocks of ``block`` rows of ``x f32[n, E]``
     (``[E, n]`` with ``features_first``), the rows quantized once: the shared data path of every
     row kernel of oblivious trees (``jaximp._leaves.bins.map_binned``, whose arguments it takes)."""
@@ -89,12 +89,12 @@ def map_leaves(fn: Callable, ens: ObliviousEnsemble, x: Array, block: int, *othe
                              x, block, *others, reduce=reduce, features_first=features_first, tuning=tuning)
 
 
-def raw_prediction(ens: ObliviousEnsemble, x: Array) -> Array:
+def raw_prediction(ens: ObliviousEnsemble, x: Array, *, tuning: Tuning) -> Array:
     """``f32[n, K]`` raw prediction of rows ``x: f32[n, E]`` (no batching)."""
-    return leaf_prediction(ens, tree_leaves(ens, x))
+    return leaf_prediction(ens, tree_leaves(ens, x, tuning=tuning))
 
 
-def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning = CPU,
+def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning,
                 features_first: bool = False) -> Array:
     """``[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``) reaches
     in each tree, tree-major and narrow (``u8`` up to depth 8): the public function widens it to
@@ -104,7 +104,7 @@ def leaf_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning 
                               functools.partial(tree_leaves_from_bins, ens), x, block, features_first, tuning=tuning)
 
 
-def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning = CPU,
+def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuning,
                    features_first: bool = False) -> Array:
     """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``)."""
     return map_leaves(lambda leaves: leaf_prediction(ens, leaves), ens, x, block, features_first=features_first,
@@ -112,7 +112,7 @@ def predict_kernel(ens: ObliviousEnsemble, x: Array, *, block: int, tuning: Tuni
 
 
 def histogram_kernel(ens: ObliviousEnsemble, rows: tuple[Array, Array], *, block: int,
-                     tuning: Tuning = CPU) -> Array:
+                     tuning: Tuning) -> Array:
     """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf."""
     x, weight = rows
     one_block = lambda leaves, wb: leaf_weight_sums(leaves, wb, ens.n_leaves)  # noqa: E731

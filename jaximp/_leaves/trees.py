@@ -26,7 +26,7 @@ from jaximp._leaves.heap import Heap, heap_of
 from jaximp._leaves.masks import Masks, masks_of
 from jaximp._leaves.tables import leaf_prediction, leaf_weight_sums, take
 from jaximp._models.trees import TreeEnsemble, goes_right
-from jaximp._rows.tuning import CPU, Tuning
+from jaximp._rows.tuning import Tuning
 
 
 def node_decisions(nodes: Any, xt: Array) -> Array:
@@ -104,7 +104,7 @@ def descent(params: tuple[TreeEnsemble, Layout]) -> tuple[Callable, Callable]:
         functools.partial(leaves_of, ens)
 
 
-def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tuning: Tuning = CPU,
+def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tuning: Tuning,
                 features_first: bool = False) -> Array:
     """``i32[T, n]`` the leaf each row ``x f32[n, E]`` (``[E, n]`` with ``features_first``)
     reaches in each tree, tree-major (see ``map_rows(rows_last=True)``), numbered as its library
@@ -119,7 +119,7 @@ def leaf_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tu
     return binned.fill_binned(numbered, *descent(params), x, block, features_first, tuning=tuning)
 
 
-def predict_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tuning: Tuning = CPU,
+def predict_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int, tuning: Tuning,
                    features_first: bool = False) -> Array:
     """``f32[n, K]`` raw predictions of rows ``x f32[n, E]`` (``[E, n]`` with ``features_first``);
     ``params`` from :func:`prepare`."""
@@ -129,7 +129,7 @@ def predict_kernel(params: tuple[TreeEnsemble, Layout], x: Array, *, block: int,
 
 
 def histogram_kernel(params: tuple[TreeEnsemble, Layout], rows: tuple[Array, Array], *,
-                     block: int, tuning: Tuning = CPU) -> Array:
+                     block: int, tuning: Tuning) -> Array:
     """``f32[T, L]`` total weight of the rows ``(x f32[n, E], weight f32[n])`` in each leaf;
     ``params`` from :func:`prepare`."""
     ens = params[0]

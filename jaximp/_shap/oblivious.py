@@ -51,7 +51,7 @@ from jaximp._models.cache import kept
 from jaximp._models.ensemble import squeeze_outputs, to_columns
 from jaximp._models.oblivious import ObliviousEnsemble
 from jaximp._rows.batching import gc_paused, is_traced, map_rows, mean_abs_rows, unit_weights
-from jaximp._rows.tuning import CPU, Tuning, rows_tuning
+from jaximp._rows.tuning import Tuning, rows_tuning
 from jaximp._shap import oblivious_tables as _shap_tables
 
 METHODS = ("path_dependent", "exact", "approximate", "interventional")
@@ -188,7 +188,7 @@ def values_from_leaves(ens: ObliviousEnsemble, tab: ShapTables, leaves: Array, *
     return out if per_player else to_columns(ens, out, axis=1)
 
 
-def values_block(tab: ShapTables, block: int, tuning: Tuning = CPU) -> int:
+def values_block(tab: ShapTables, block: int, tuning: Tuning) -> int:
     """Rows per fused block for row kernels that gather from ``tab`` (see ``_gather_block``)."""
     t, d, k, _ = tab.values.shape
     return _gather_block(block, t * d * k, tuning)
