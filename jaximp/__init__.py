@@ -77,6 +77,10 @@ from jaximp._leaves.predict import predict as predict
 from jaximp._models.oblivious import ObliviousEnsemble as ObliviousEnsemble
 from jaximp._models.trees import TreeEnsemble as TreeEnsemble
 from jaximp._shap.explainer import Explainer
+from jaximp._shap.interactions import Interactions as Interactions
+from jaximp._shap.interactions import banzhaf_values as banzhaf_values
+from jaximp._shap.interactions import interaction_importance as interaction_importance
+from jaximp._shap.interactions import interaction_values as interaction_values
 from jaximp._shap.soft import soft_leaf_probabilities as soft_leaf_probabilities
 from jaximp._shap.soft import soft_predict as soft_predict
 from jaximp._shap.soft import soft_shap_values as soft_shap_values
@@ -90,8 +94,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Explainer",
+    "Interactions",
     "ObliviousEnsemble",
     "TreeEnsemble",
+    "banzhaf_values",
     "enable_compilation_cache",
     "expected_value",
     "explain_files",
@@ -101,6 +107,8 @@ __all__ = [
     "from_xgboost",
     "get_feature_importance",
     "interaction",
+    "interaction_importance",
+    "interaction_values",
     "leaf_indices",
     "loss_function_change",
     "permutation_importance",

@@ -488,6 +488,75 @@ def library_workloads(_model, _ens, quick: bool) -> list[Workload]:
     return rows
 
 
+def index_workloads(_model, _ens, quick: bool) -> list[Workload]:
+    """Interaction indices of any order: shapiq's TreeExplainer (TreeSHAP-IQ) on a random
+    forest of 100 trees of depth 8 (path-dependent), and WOODELF's interventional interaction
+    values over 1,000 background rows."""
+    import pickle
+
+    import shapiq
+    import xgboost
+    from sklearn.ensemble import RandomForestRegressor
+
+    import jaximp
+
+    X, y = explained_rows(20_000, seed=0)
+    X = X[:, :12]  # 12 features: the enumeration's 2**F coalitions do not enter, shapiq's cost does
+    path = CACHE / f"forest-indices-{10 if quick else 100}.pkl"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        forest = RandomForestRegressor(n_estimators=10 if quick else 100, max_depth=8, n_jobs=os.cpu_count(),
+                                       random_state=0).fit(X, y)
+        path.write_bytes(pickle.dumps(forest))
+    forest = pickle.loads(path.read_bytes())
+    ens = jaximp.from_sklearn(forest)
+    rows = explained_rows(100, seed=5)[0][:, :12]
+    few = {2: rows[:10], 3: rows[:3]}
+
+    def shapiq_values(order):
+        explainer = shapiq.TreeExplainer(model=forest, index="k-SII", max_order=order, min_order=1)
+        return [explainer.explain(x) for x in few[order]]
+
+    def against(order):
+        def check(ref, ours):
+            got = np.asarray(ours.values)
+            want = np.array([[values[s] for s in ours.subsets] for values in ref])
+            return max_abs_diff(want, got)
+        return check
+
+    out = [Workload(f"k-SII order {order}, path-dependent, RandomForest 100 trees depth 8", len(few[order]),
+                    "shapiq TreeExplainer", lambda order=order: shapiq_values(order),
+                    lambda order=order: jaximp.interaction_values(ens, few[order], index="k-SII", order=order),
+                    against(order), 1)
+           for order in (2, 3)]
+    try:
+        import pandas as pd
+        from woodelf import WoodelfExplainer
+    except ImportError:
+        print("woodelf-explainer not installed (pip install -e '.[bench]'): skipping the WOODELF rows")
+        return out
+    X_all, y_all = explained_rows(20_000, seed=0)
+    booster = xgboost.XGBRegressor(n_estimators=20 if quick else 100, max_depth=6, random_state=0,
+                                   n_jobs=os.cpu_count()).fit(X_all[:, :12], y_all)
+    boosted = jaximp.from_xgboost(booster)
+    X1k, bg1k = explained_rows(1_000, seed=9)[0][:, :12], explained_rows(1_000, seed=10)[0][:, :12]
+
+    def woodelf():
+        explainer = WoodelfExplainer(booster, pd.DataFrame(bg1k), feature_perturbation="interventional")
+        return explainer.shap_interaction_values(pd.DataFrame(X1k))
+
+    def pairs(ref, ours):
+        ref = np.asarray(ref, np.float64)
+        off = ~np.eye(ours.shape[1], dtype=bool)
+        return f"off-diagonal max abs diff {np.abs(ref[:, off] - np.asarray(ours)[:, off]).max():.1e}" \
+            if ref.shape == ours.shape else f"layout {ref.shape}"
+    out.append(Workload("SHAP interaction values, interventional, 1,000 background, XGBoost depth 6", len(X1k),
+                        "WOODELF WoodelfExplainer", woodelf,
+                        lambda: jaximp.shap_interaction_values(boosted, X1k, method="interventional", background=bg1k),
+                        pairs, 1))
+    return out
+
+
 def perturbed_copies(ens, n_copies: int, noise: float = 0.01, seed: int = 0):
     """``n_copies`` copies of ``ens`` with Gaussian noise on the leaf values (``noise`` times
     their standard deviation), stacked along a leading axis (one pytree)."""
@@ -561,7 +630,7 @@ def differentiable_workloads(_model, ens, quick: bool, *, copies: int | None = N
 
 WORKLOADS = {"core": core_workloads, "model": model_workloads, "shap": shap_workloads,
              "data": data_workloads, "categorical": categorical_workloads, "depthwise": depthwise_workloads,
-             "libraries": library_workloads, "differentiable": differentiable_workloads}
+             "libraries": library_workloads, "differentiable": differentiable_workloads, "indices": index_workloads}
 
 
 def background_scaling(model, ens, quick: bool) -> list[dict]:
@@ -842,7 +911,8 @@ def cpu_model() -> str:
 
 
 OPT_IN = ("libraries",  # not in the default run yet: their deep-tree kernels take tens of minutes
-          "differentiable")  # gradients and vmap over models: run with --only differentiable
+          "differentiable",  # gradients and vmap over models: run with --only differentiable
+          "indices")  # interaction indices of any order against shapiq and WOODELF: --only indices
 
 
 def run(args) -> list[dict]:
@@ -1118,6 +1188,16 @@ def section_header(group: str) -> list[str]:
             "perturbed leaf values in one `jax.vmap`, against a Python loop over them; the",
             "gradient of the summed mean |SHAP| with respect to the leaf values over 100k rows, against",
             "the forward pass alone (check: the memory XLA plans for the gradient's program).",
+        ]
+    if group == "indices":
+        return [
+            "## Interaction indices of any order",
+            "",
+            f"Written by `python scripts/bench.py --only indices`, on {device_name()}: k-SII of order 2 and",
+            "3 (path-dependent) of a RandomForestRegressor(100 trees, max_depth=8) on 20k rows x 12 of the",
+            "reference distribution, against shapiq's TreeExplainer (TreeSHAP-IQ) row by row; interventional",
+            "SHAP interaction values of an XGBRegressor(100 trees, max_depth=6) over 1,000 background rows,",
+            "against WOODELF (shap's TreeExplainer returns zeros for them). jaximp timed warm.",
         ]
     threads = os.cpu_count()
     return [

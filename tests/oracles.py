@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 from collections.abc import Callable
+from typing import Any
 
 import catboost
+import models
 import numpy as np
 import pandas as pd
 
@@ -182,6 +185,42 @@ def tree_shap(trees, x, n_features, background=None):
             for p, phi in shapley(game, tree.players()).items():
                 out[i, p] += phi
     return out
+
+
+def exact_indices(trees, row, n_features, index, order, output=0, background=None) -> Any:
+    """shapiq's ``ExactComputer`` (every coalition enumerated) on the sum over ``trees`` of their
+    path-dependent games for ``row`` (interventional over ``background`` when given), output
+    ``output``: a ``shapiq.InteractionValues``."""
+    import shapiq
+
+    games = [path_dependent_game(tree, row) if background is None else interventional_game(tree, row, background)
+             for tree in trees]
+
+    def game(coalitions):
+        return np.array([sum(float(np.atleast_1d(v(set(np.flatnonzero(c).tolist())))[output]) for v in games)
+                         for c in coalitions])
+
+    return shapiq.ExactComputer(n_players=n_features, game=game)(index, order)
+
+
+def tiny_model(library, name):
+    """``(fitted, rows, background, the library's trees)`` of a tiny model (a few trees over 4
+    features): CatBoost ``kind-grow_policy`` (3 trees of depth 3), XGBoost ``kind`` (2 rounds of
+    depth 3), LightGBM ``name`` (3 iterations of 6 leaves), scikit-learn ``hgb`` / ``gb``."""
+    if library == "catboost":
+        kind, grow_policy = name.split("-")
+        max_leaves = 6 if grow_policy == "Lossguide" else None
+        fitted = models.catboost_trees(kind, grow_policy, 3, max_leaves, "Max", iterations=3, n_features=4)
+        return fitted, models.explained_rows(fitted.X, 10), fitted.X[200:215], catboost_json_trees(fitted.json)
+    if library == "xgboost":
+        fitted = models.xgboost_tiny(name)
+        trees = xgboost_json_trees(json.loads(fitted.model.save_raw("json")))
+        return fitted, models.explained_rows(fitted.X, 10), fitted.X[200:215], trees
+    if library == "lightgbm":
+        fitted = models.lightgbm_model(name, n_features=4, rounds=3, num_leaves=6)
+        return fitted, models.lightgbm_rows(fitted.model, fitted.X, 12), fitted.X[300:315], lightgbm_trees(fitted.model)
+    fitted = models.sklearn_tiny(name)
+    return fitted, models.explained_rows(fitted.X, 8), None, sklearn_trees(fitted.model)
 
 
 def _heap_tree(features, borders, values, weights, goes_right, default_left=True) -> Tree:

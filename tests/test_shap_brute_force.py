@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 
 import jax.numpy as jnp
 import models
@@ -32,15 +31,12 @@ import shap
 import xgboost as xgb
 from oracles import (
     assert_close,
-    catboost_json_trees,
     lightgbm_contributions,
-    lightgbm_trees,
     oblivious_shap,
     prediction_shap,
     raw_output,
-    sklearn_trees,
+    tiny_model,
     tree_shap,
-    xgboost_json_trees,
 )
 from sklearn.datasets import load_diabetes
 
@@ -88,29 +84,9 @@ def test_repeated_feature_is_one_player():
 # Each library's trees: the path-dependent and the interventional games ---------------------------------
 
 
-def tiny(library, name):
-    """``(fitted, rows, background, the library's trees)`` of a tiny model (a few trees over 4
-    features): CatBoost ``kind-grow_policy`` (3 trees of depth 3), XGBoost ``kind`` (2 rounds of
-    depth 3), LightGBM ``name`` (3 iterations of 6 leaves), scikit-learn ``hgb`` / ``gb``."""
-    if library == "catboost":
-        kind, grow_policy = name.split("-")
-        max_leaves = 6 if grow_policy == "Lossguide" else None
-        fitted = models.catboost_trees(kind, grow_policy, 3, max_leaves, "Max", iterations=3, n_features=4)
-        return fitted, models.explained_rows(fitted.X, 10), fitted.X[200:215], catboost_json_trees(fitted.json)
-    if library == "xgboost":
-        fitted = models.xgboost_tiny(name)
-        trees = xgboost_json_trees(json.loads(fitted.model.save_raw("json")))
-        return fitted, models.explained_rows(fitted.X, 10), fitted.X[200:215], trees
-    if library == "lightgbm":
-        fitted = models.lightgbm_model(name, n_features=4, rounds=3, num_leaves=6)
-        return fitted, models.lightgbm_rows(fitted.model, fitted.X, 12), fitted.X[300:315], lightgbm_trees(fitted.model)
-    fitted = models.sklearn_tiny(name)
-    return fitted, models.explained_rows(fitted.X, 8), None, sklearn_trees(fitted.model)
-
-
 def check_tree_games(library, name, method):
     """SHAP values of a tiny model against :func:`oracles.tree_shap`; ``(ens, rows, values)``."""
-    fitted, x, background, trees = tiny(library, name)
+    fitted, x, background, trees = tiny_model(library, name)
     background = background if method == "interventional" else None
     expected = tree_shap(trees, x, fitted.ens.n_features, background)
     got = shap_values(fitted.ens, x, method=method, background=background)

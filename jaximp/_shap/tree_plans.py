@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -169,16 +170,18 @@ def _layout(ens: TreeEnsemble, name: str, tuning: Tuning, n_background: int = 0,
     return layout, players
 
 
-def _step(ens: TreeEnsemble, kind: Kind, tuning: Tuning) -> Step:
+def _step(ens: TreeEnsemble, kind: Kind, tuning: Tuning, width: Callable[[int], float] | None = None) -> Step:
     """The :class:`Step` of ``kind`` with ``tuning``: the tuning's ``tree_step_rows``, halved
     while the rows' patterns at every leaf exceed ``tree_pattern_ints`` (down to
     ``tree_min_step_rows``), and each chunk's intermediates within ``tree_chunk_floats`` (a CPU
-    cache's share on CPUs, a memory bound elsewhere)."""
+    cache's share on CPUs, a memory bound elsewhere); ``width(d)``: the floats per leaf and row
+    of a bucket of depth ``d``, where the kernel is not the kind's own (:func:`_width`)."""
     rows, budget = tuning.tree_step_rows, tuning.tree_chunk_floats
     while rows > tuning.tree_min_step_rows and ens.n_trees * ens.n_leaves * rows > tuning.tree_pattern_ints:
         rows //= 2
     trees = int(max(1, min(ens.n_trees, budget // (4 * ens.n_nodes * rows))))
-    widths = tuple(_width(kind.name, b.tables, b.depth, ens.n_outputs) for b in kind.layout)
+    widths = tuple(_width(kind.name, b.tables, b.depth, ens.n_outputs) if width is None else width(b.depth)
+                   for b in kind.layout)
     return Step(rows, trees, chunk_sizes(tuple(b.count for b in kind.layout), widths, budget / rows))
 
 
@@ -304,15 +307,16 @@ def _on_host(ens: TreeEnsemble, weights: Array, table: str, tuning: Tuning, x: A
 
 
 def kernel_plan(ens: TreeEnsemble, name: str, weights: Array, *, x: Any, devices: Any, fn_name: str,
-                n_background: int = 0) -> ShapPlan:
+                n_background: int = 0, width: Callable[[int], float] | None = None) -> ShapPlan:
     """The plan of kernel ``name`` ("path", "pairs" or "interventional") with covers from
     ``weights f32[T, L]``, for the rows ``x`` on ``devices`` (their tuning sizes the steps),
-    with the tables of the path-dependent kinds built."""
+    with the tables of the path-dependent kinds built; ``width``: as for :func:`_step`, for
+    another kernel over the same plan (the interaction indices' over a "path" plan)."""
     tuning = rows_tuning(devices, x, fn_name)
     structure = host_structure(ens)  # once: the layout and the plan read it
     layout, players = _layout(ens, name, tuning, n_background, structure)
     kind = Kind(name, layout)
-    step = _step(ens, kind, tuning)
+    step = _step(ens, kind, tuning, width)
     n_trees = -(-ens.n_trees // step.trees) * step.trees
     leaves = bucket_leaves(players, layout, n_trees, ens.n_leaves, step.leaves)
     table = "" if name == "interventional" else name
@@ -398,10 +402,16 @@ def interventional_plan(ens: TreeEnsemble, background: Any, *, x: Any, batch_siz
     if any(not b.tables for b in kind.layout):
         arrays = dataclasses.replace(arrays, background=_background_blocks(background, ens.n_trees * ens.n_leaves))
     if any(b.tables for b in kind.layout):
-        histograms = sum_rows(_pattern_histogram_kernel, (ens, arrays),
-                              (background, unit_weights(background)),
-                              batch_size=_histogram_batch(ens, batch_size, rows_tuning(devices, background, fn_name)),
-                              devices=devices, fn_name=fn_name,
-                              kind=kind)
+        histograms = background_histograms(ens, dataclasses.replace(shap_plan, arrays=arrays), background,
+                                           batch_size=batch_size, devices=devices, fn_name=fn_name)
         arrays = _interventional_tables(arrays, histograms, layout=kind.layout)
     return dataclasses.replace(shap_plan, arrays=arrays)
+
+
+def background_histograms(ens: TreeEnsemble, shap_plan: ShapPlan, background: Any, *, batch_size: int | None,
+                          devices: Any, fn_name: str) -> tuple[Array, ...]:
+    """Per table bucket of an "interventional" plan, ``f32[n_chunks, leaves, 2**d]`` how many
+    of the background rows ``f32[B, E]`` have each pattern at each leaf, counted on the devices."""
+    return sum_rows(_pattern_histogram_kernel, (ens, shap_plan.arrays), (background, unit_weights(background)),
+                    batch_size=_histogram_batch(ens, batch_size, rows_tuning(devices, background, fn_name)),
+                    devices=devices, fn_name=fn_name, kind=shap_plan.kind)

@@ -41,6 +41,7 @@ from jaximp._models.trees import from_oblivious
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
+from jaximp._shap.interactions import shap_interactions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,8 +306,8 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
     return kernels.expected(ens, method, background, fn_name=fn_name)
 
 
-def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = None,
-                            devices: Any = None, progress: bool = True) -> Any:
+def shap_interaction_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", background: Any = None,
+                            batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """SHAP interaction values of every row: the effect of each pair of features.
 
     Equal to CatBoost's ``get_feature_importance(type="ShapInteractionValues")`` without its
@@ -323,12 +324,20 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
     with itself; so does jaximp, so those columns' rows sum to slightly less than their SHAP
     values.
 
+    With ``method="interventional"`` the game is that of interventional SHAP values over the
+    ``background`` (shap's ``TreeExplainer`` returns zeros for these): the same layout, from the
+    Shapley interaction index of [`interaction_values`][jaximp.interaction_values] (``"SII"``,
+    order 2), so each row's ``values.sum(axis=2)`` is its interventional SHAP values.
+
     Args:
         ens: the model.
         X: ``[N, F]`` rows, or one row given 1-D (as for [`shap_values`][jaximp.shap_values]).
+        method: ``"path_dependent"`` or ``"interventional"``.
+        background: ``[B, F]`` rows for ``method="interventional"`` (refused by the other).
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
-        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
+        progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it
+            (path-dependent).
 
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes;
@@ -338,7 +347,8 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
-        ValueError: ``X`` does not hold the model's features.
+        ValueError: ``X`` does not hold the model's features, an unknown method, or a background
+            missing for ``"interventional"`` or given to ``"path_dependent"``.
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` and ``ens.scale``; piecewise
     constant in ``X`` and the splits.
@@ -350,8 +360,13 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, batch_size: int | None = N
         >>> np.allclose(inter.sum(2), jaximp.shap_values(ens, X[:50]), rtol=1e-5, atol=1e-3)
         True
     """
-    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name="shap_interaction_values",
-                         progress=progress)
+    fn_name = "shap_interaction_values"
+    check_model(ens, fn_name)
+    _check_method(method, background, ("path_dependent", "interventional"), fn_name)
+    if method == "interventional":
+        return shap_interactions(ens, X, method=method, background=background, batch_size=batch_size,
+                                 devices=devices, fn_name=fn_name)
+    return _interactions(ens, X, batch_size=batch_size, devices=devices, fn_name=fn_name, progress=progress)
 
 
 def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None = None,
