@@ -116,17 +116,6 @@ def _check_index(index: Any, order: Any, fn_name: str) -> None:
                          f"(pass order=1, or index={'SII' if index == 'SV' else 'BII'!r} for interactions)")
 
 
-def _check_method(method: Any, background: Any, fn_name: str) -> None:
-    if not isinstance(method, str) or method not in _METHODS:
-        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, _METHODS))}; got {method!r}")
-    if method == "interventional" and background is None:
-        raise ValueError(f"{fn_name}: background must be given for method='interventional' (rows [B, F], e.g. "
-                         "a sample of the training data); got None")
-    if method != "interventional" and background is not None:
-        raise ValueError(f"{fn_name}: background is only used by method='interventional'; got a background "
-                         f"with method={method!r} (drop it, or pass method='interventional')")
-
-
 def _player_columns(ens: TreeEnsemble, fn_name: str) -> np.ndarray | None:
     """``i32[P]`` the column of each player, or None when the players are the columns; a
     clear error for players of several columns (CTRs of combinations), whose games are not
@@ -203,7 +192,11 @@ def _aggregated(values: Array, target: Array, source: Array, weight: Array, *, n
 
 
 def _general(ens: Any, fn_name: str) -> TreeEnsemble:
-    return from_oblivious(ens) if check_model(ens, fn_name) == "oblivious" else ens
+    """The model as general trees: an oblivious model's equivalent ``TreeEnsemble``, kept with the
+    model so that its plans and subsets are kept across calls too."""
+    if check_model(ens, fn_name) != "oblivious":
+        return ens
+    return kept(ens, "general trees", lambda: from_oblivious(ens))
 
 
 def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, background: Any, feature_groups: Any,
@@ -211,7 +204,7 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     """The :class:`Interactions` of rows ``X`` (their mean |.| over rows with ``reduce``)."""
     check_model(ens, fn_name)
     _check_index(index, order, fn_name)
-    _check_method(method, background, fn_name)
+    trees.check_method(method, background, _METHODS, fn_name)
     if feature_groups is not None:
         raise ValueError(f"{fn_name}: feature_groups are not available for interaction indices yet; got "
                          f"{feature_groups!r:.100} (pass feature_groups=None)")
@@ -227,9 +220,8 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     k = ens.n_outputs
     if method == "interventional":
         background = as_features(background, ens, fn_name, "background")
-        plan, tables, tabled, subsets = _interventional_plan(ens, background, x, index, order, batch_size=batch_size,
-                                                             devices=devices, fn_name=fn_name)
-        spec = index_spec(base_index(index), order, plan.kind, subsets.count, tabled)
+        plan, tables, spec, subsets = _interventional_plan(ens, background, x, index, order, batch_size=batch_size,
+                                                           devices=devices, fn_name=fn_name)
     else:
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
         plan = kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name,
@@ -262,7 +254,7 @@ def _kept_subsets(ens: TreeEnsemble, plan: ShapPlan, order: int, keep: bool) -> 
 
 def _interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str, order: int, *,
                          batch_size: int | None, devices: Any, fn_name: str) -> tuple:
-    """``(plan, tables, tabled, subsets)`` of the interventional game over the checked
+    """``(plan, tables, spec, subsets)`` of the interventional game over the checked
     background rows: an "interventional" plan whose buckets of at most ``MAX_TABLE_DEPTH``
     slots read per-leaf family tables built from the background's pattern histograms
     (``jaximp._shap.index_background``), the others the background in blocks."""
@@ -282,14 +274,14 @@ def _interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str,
         plan = dataclasses.replace(plan, arrays=dataclasses.replace(plan.arrays, background=blocks))
     histograms = iter(background_histograms(ens, plan, background, batch_size=batch_size, devices=devices,
                                             fn_name=fn_name) if any(b.tables for b in plan.kind.layout) else ())
-    spec = index_spec(base_index(index), order, plan.kind, 0, tabled)
+    subsets = _kept_subsets(ens, plan, order, keep=True)
+    spec = index_spec(base_index(index), order, plan.kind, subsets.count, tabled)
     tables = []
     for b, part, rules, use in zip(plan.kind.layout, plan.arrays.parts, spec.rules, tabled):
         histogram = next(histograms) if b.tables else None
         tables.append(_family_tables(histogram, rules, order=order, d=b.depth) if use
                       else jnp.zeros((part.leaves.shape[0], 0), jnp.float32))
-    subsets = _kept_subsets(ens, plan, order, keep=True)
-    return plan, tuple(tables), tabled, subsets
+    return plan, tuple(tables), spec, subsets
 
 
 _family_tables = jax.jit(family_tables, static_argnames=("rules", "order", "d"))

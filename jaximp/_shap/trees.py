@@ -82,6 +82,23 @@ from jaximp._shap.tree_plans import (
 METHODS = ("path_dependent", "approximate", "interventional")  # "exact" is CatBoost's for oblivious trees only
 
 
+def check_method(method: Any, background: Any, methods: tuple[str, ...], fn_name: str) -> None:
+    """Refuse a ``method`` not among ``methods``, and a ``background`` missing for
+    ``"interventional"`` or given to another method (the checks of every SHAP function)."""
+    if not isinstance(method, str) or method not in methods:
+        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, methods))}; got {method!r}")
+    if method == "interventional" and background is None:
+        raise ValueError(
+            f"{fn_name}: background must be given for method='interventional' (rows [B, F], "
+            "e.g. a sample of the training data); got None"
+        )
+    if method != "interventional" and background is not None:
+        raise ValueError(
+            f"{fn_name}: background is only used by method='interventional'; got a background "
+            f"with method={method!r} (drop it, or pass method='interventional')"
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # The row kernel
 

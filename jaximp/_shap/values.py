@@ -42,6 +42,7 @@ from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
 from jaximp._shap.interactions import shap_interactions
+from jaximp._shap.trees import check_method
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +94,10 @@ def layout_kernels(ens: Any, method: Any, background: Any, fn_name: str) -> tupl
     """``(ens, its layout's kernels)`` once the method and background are checked; an oblivious
     model too deep for tables as general trees (:func:`general`)."""
     check_model(ens, fn_name)
-    _check_method(method, background, METHODS, fn_name)
+    check_method(method, background, METHODS, fn_name)
     ens = general(ens, method, fn_name)
     kernels = KERNELS[ens.layout]
-    _check_method(method, background, kernels.methods, fn_name)
+    check_method(method, background, kernels.methods, fn_name)
     return ens, kernels
 
 
@@ -104,21 +105,6 @@ def _rows(ens: Ensemble, X: Any, background: Any, fn_name: str) -> tuple[Any, An
     """The checked rows to explain and the checked background (or None)."""
     x = as_features(X, ens, fn_name)
     return x, None if background is None else as_features(background, ens, fn_name, "background")
-
-
-def _check_method(method: Any, background: Any, methods: tuple[str, ...], fn_name: str) -> None:
-    if not isinstance(method, str) or method not in methods:
-        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, methods))}; got {method!r}")
-    if method == "interventional" and background is None:
-        raise ValueError(
-            f"{fn_name}: background must be given for method='interventional' (rows [B, F], "
-            "e.g. a sample of the training data); got None"
-        )
-    if method != "interventional" and background is not None:
-        raise ValueError(
-            f"{fn_name}: background is only used by method='interventional'; got a background "
-            f"with method={method!r} (drop it, or pass method='interventional')"
-        )
 
 
 def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", background: Any = None,
@@ -362,7 +348,7 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, method: str = "path_depend
     """
     fn_name = "shap_interaction_values"
     check_model(ens, fn_name)
-    _check_method(method, background, ("path_dependent", "interventional"), fn_name)
+    check_method(method, background, ("path_dependent", "interventional"), fn_name)
     if method == "interventional":
         return shap_interactions(ens, X, method=method, background=background, batch_size=batch_size,
                                  devices=devices, fn_name=fn_name)
