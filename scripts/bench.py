@@ -554,6 +554,49 @@ def index_workloads(_model, _ens, quick: bool) -> list[Workload]:
                         "WOODELF WoodelfExplainer", woodelf,
                         lambda: jaximp.shap_interaction_values(boosted, X1k, method="interventional", background=bg1k),
                         pairs, 1))
+
+    def interventional(bg):
+        return lambda: jaximp.shap_interaction_values(boosted, X1k, method="interventional", background=bg)
+
+    for b in (100, 10_000, 100_000):  # the same call over other backgrounds: flat in B
+        bg = explained_rows(b // 10 if quick else b, seed=11)[0][:, :12]
+        out.append(Workload(f"SHAP interaction values, interventional, {len(bg):,} background, XGBoost depth 6",
+                            len(X1k), "jaximp, 1,000 background", interventional(bg1k), interventional(bg),
+                            None, 3))
+    out += output_workloads(quick)
+    return out
+
+
+def output_workloads(quick: bool) -> list[Workload]:
+    """SHAP values of the probability and of the log loss (interventional, 100 background rows)
+    of an XGBClassifier(100 trees, max_depth=6), against shap's TreeExplainer."""
+    import shap
+    import xgboost
+
+    import jaximp
+
+    X, y = explained_rows(20_000, seed=0)
+    X, labels = X[:, :12], (y > np.median(y)).astype(np.float32)
+    model = xgboost.XGBClassifier(n_estimators=20 if quick else 100, max_depth=6, random_state=0,
+                                  n_jobs=os.cpu_count()).fit(X, labels)
+    ens = jaximp.from_xgboost(model)
+    rows, targets = explained_rows(1_000, seed=12)
+    rows, targets = rows[:, :12], (targets > np.median(y)).astype(np.float32)
+    bg = explained_rows(100, seed=13)[0][:, :12]
+    out = []
+    for model_output in ("probability", "log_loss"):
+        y_arg = targets if model_output == "log_loss" else None
+
+        def reference(model_output=model_output, y_arg=y_arg):
+            explainer = shap.TreeExplainer(model, data=shap.maskers.Independent(bg, max_samples=len(bg)),
+                                           feature_perturbation="interventional", model_output=model_output)
+            return explainer.shap_values(rows, y_arg) if y_arg is not None else explainer.shap_values(rows)
+
+        out.append(Workload(f"SHAP values of the {model_output.replace('_', ' ')}, interventional, 100 background, "
+                            "XGBClassifier depth 6", len(rows), "shap TreeExplainer", reference,
+                            lambda model_output=model_output, y_arg=y_arg: jaximp.shap_values(
+                                ens, rows, method="interventional", background=bg, model_output=model_output,
+                                y=y_arg), max_abs_diff, 1))
     return out
 
 
@@ -1191,13 +1234,18 @@ def section_header(group: str) -> list[str]:
         ]
     if group == "indices":
         return [
-            "## Interaction indices of any order",
+            "## Every game: interaction indices, Banzhaf values, transformed outputs",
             "",
             f"Written by `python scripts/bench.py --only indices`, on {device_name()}: k-SII of order 2 and",
             "3 (path-dependent) of a RandomForestRegressor(100 trees, max_depth=8) on 20k rows x 12 of the",
             "reference distribution, against shapiq's TreeExplainer (TreeSHAP-IQ) row by row; interventional",
             "SHAP interaction values of an XGBRegressor(100 trees, max_depth=6) over 1,000 background rows,",
-            "against WOODELF (shap's TreeExplainer returns zeros for them). jaximp timed warm.",
+            "against WOODELF (shap's TreeExplainer returns zeros for them), then the same call over 100 to",
+            "100,000 background rows against itself at 1,000 (a speed-up near 1: the cost per explained row",
+            "is flat in B; the leaf tables built from a background, O(B), are kept for the next call with it); SHAP",
+            "values of the probability and of the log loss of an XGBClassifier(100 trees, max_depth=6)",
+            "over 100 background rows against shap's TreeExplainer (these pair every row with every",
+            "background row, as shap does). jaximp timed warm.",
         ]
     threads = os.cpu_count()
     return [

@@ -187,20 +187,22 @@ def tree_shap(trees, x, n_features, background=None):
     return out
 
 
-def exact_indices(trees, row, n_features, index, order, output=0, background=None) -> Any:
+def exact_indices(trees, row, n_features, index, order, output=0, background=None, groups=None) -> Any:
     """shapiq's ``ExactComputer`` (every coalition enumerated) on the sum over ``trees`` of their
     path-dependent games for ``row`` (interventional over ``background`` when given), output
-    ``output``: a ``shapiq.InteractionValues``."""
+    ``output``: a ``shapiq.InteractionValues``. With ``groups`` (lists of features), the players
+    are the groups: a coalition is the union of its groups' features."""
     import shapiq
 
     games = [path_dependent_game(tree, row) if background is None else interventional_game(tree, row, background)
              for tree in trees]
+    groups = [[f] for f in range(n_features)] if groups is None else groups
 
     def game(coalitions):
-        return np.array([sum(float(np.atleast_1d(v(set(np.flatnonzero(c).tolist())))[output]) for v in games)
-                         for c in coalitions])
+        sets = [{f for g in np.flatnonzero(c) for f in groups[g]} for c in coalitions]
+        return np.array([sum(float(np.atleast_1d(v(s))[output]) for v in games) for s in sets])
 
-    return shapiq.ExactComputer(n_players=n_features, game=game)(index, order)
+    return shapiq.ExactComputer(n_players=len(groups), game=game)(index, order)
 
 
 def tiny_model(library, name):

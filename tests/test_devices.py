@@ -57,6 +57,7 @@ fitted["catboost"] = models.Fitted(model=model, ens=jaximp.from_catboost(model),
 rows = np.random.default_rng(0).normal(size=(1000, 6)).astype(np.float32)
 mesh = Mesh(np.asarray(jax.devices()), ("d",))
 split = jax.device_put(rows, NamedSharding(mesh, PartitionSpec("d")))  # rows already over 4 devices
+index_model = "lightgbm"  # INDEX_MODEL: the interaction indices, the slowest compilations, on one model
 out = {}
 for name, f in fitted.items():
     ens = f.ens
@@ -74,12 +75,22 @@ for name, f in fitted.items():
         "permutation_importance": lambda x, **kw: jaximp.permutation_importance(
             ens, x, y, n_repeats=2, random_state=0, progress=False, **kw).importances,
     }
+    if name == index_model:
+        calls.update({
+            "interaction_values": lambda x, **kw: jaximp.interaction_values(ens, x[:200], index="k-SII", order=2,
+                                                                            **kw).values,
+            "interaction_values_interventional": lambda x, **kw: jaximp.interaction_values(
+                ens, x[:200], index="k-SII", order=2, method="interventional", background=background, **kw).values,
+            "interaction_importance": lambda x, **kw: jaximp.interaction_importance(ens, x[:200], index="SII",
+                                                                                    order=2, **kw).values,
+        })
     for fn, call in calls.items():
         host = np.asarray(call(rows, devices=1))
         one = np.asarray(call(jax.device_put(rows), devices=1))
         four = call(jax.device_put(rows), devices=4, batch_size=128)
         given = call(split)
-        per_row = fn not in ("shap_importance", "loss_function_change", "permutation_importance")
+        per_row = fn not in ("shap_importance", "loss_function_change", "permutation_importance",
+                             "interaction_importance")
         # a reduction of host rows is read back and finished in float64, of device rows on the
         # device in float32: equal to float32 rounding of the largest value
         like_host = (np.array_equal(host, one) if per_row
@@ -88,6 +99,13 @@ for name, f in fitted.items():
             same=bool(like_host and np.array_equal(one, np.asarray(four)) and np.array_equal(one, np.asarray(given))),
             split=[str(a.sharding.spec) if per_row else "-" for a in (four, given)],
             devices=[len(a.devices()) for a in (four, given)])
+    if name == index_model:  # banzhaf_values takes no devices= or batch_size=: rows reach four devices split
+        one = np.asarray(jaximp.banzhaf_values(ens, jax.device_put(rows[:200])))
+        given = jaximp.banzhaf_values(ens, split[:200])
+        out[f"{name}/banzhaf_values"] = dict(
+            same=bool(np.array_equal(np.asarray(jaximp.banzhaf_values(ens, rows[:200])), one)
+                      and np.array_equal(one, np.asarray(given))),
+            split=[str(given.sharding.spec)], devices=[len(given.devices())])
     uneven, home = rows[:997], jax.devices()[2]  # 997 rows: no even split over four devices
     for fn in ("predict", "shap_values", "shap_importance"):
         four = calls[fn](jax.device_put(uneven, home), devices=4, batch_size=128)
@@ -120,22 +138,33 @@ def four_devices() -> dict:
 
 MODELS = ["xgboost", "lightgbm", "catboost"]
 ROW_CALLS = ["predict", "leaf_indices", "shap_values", "interventional", "interactions"]
+INDEX_MODEL = "lightgbm"  # the interaction indices run on this model only (index_model in _CHILD)
+INDEX_CALLS = ["interaction_values", "interaction_values_interventional", "interaction_importance", "banzhaf_values"]
+INDEX_ROW_CALLS = ["interaction_values", "interaction_values_interventional"]
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_four_devices_give_the_numbers_of_one(four_devices, model):
     calls = {key: v for key, v in four_devices.items() if key.startswith(f"{model}/") and key.count("/") == 1}
-    assert len(calls) == 8 and all(v["same"] for v in calls.values()), calls
+    n_calls = 8 + (len(INDEX_CALLS) if model == INDEX_MODEL else 0)
+    assert len(calls) == n_calls and all(v["same"] for v in calls.values()), calls
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_results_of_device_rows_stay_split_over_the_devices(four_devices, model):
     """Rows put on one device and run on four, and rows given split over four: the per-row
     results are split over the four devices along their rows, as the rows were."""
-    for fn in ROW_CALLS:
+    for fn in ROW_CALLS + (INDEX_ROW_CALLS if model == INDEX_MODEL else []):
         result = four_devices[f"{model}/{fn}"]
         assert result["devices"] == [4, 4], (fn, result)
         assert all(re.fullmatch(r"P\('rows',?\)", spec) for spec in result["split"]), (fn, result)
+
+
+def test_banzhaf_values_of_split_rows_stay_split(four_devices):
+    """``banzhaf_values`` takes no ``devices=``: of rows given split over four devices, its values
+    are split over the four along their rows, as the rows were."""
+    result = four_devices[f"{INDEX_MODEL}/banzhaf_values"]
+    assert result["devices"] == [4] and re.fullmatch(r"P\('rows',?\)", result["split"][0]), result
 
 
 @pytest.mark.parametrize("model", MODELS)

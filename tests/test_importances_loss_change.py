@@ -23,7 +23,7 @@ from scipy.special import expit
 
 import jaximp
 from jaximp import loss_function_change, permutation_importance
-from jaximp._importances.targets import as_targets
+from jaximp._rows.targets import as_targets
 
 RTOL, ATOL = 1e-5, 1e-5
 slow = pytest.mark.slow

@@ -17,7 +17,8 @@ from scipy.special import expit, softmax
 
 import jaximp
 from jaximp._importances import metrics as m
-from jaximp._importances import scoring, targets
+from jaximp._importances import scoring
+from jaximp._rows import targets
 from jaximp._rows.inputs import as_weights
 
 RTOL, ATOL = 1e-5, 1e-6

@@ -16,6 +16,8 @@ Tolerances: jaximp sums float32 products of the leaves' games where the enumerat
 
 from __future__ import annotations
 
+import dataclasses
+
 import models
 import numpy as np
 import pytest
@@ -61,8 +63,10 @@ def boosted():
     return fitted, with_missing(x[:3]), trees
 
 
+@pytest.mark.parametrize("read", ["values", "formula"])
 @pytest.mark.parametrize("index, order", INDEX_ORDERS)
-def test_every_index_against_exact_computer(boosted, index, order):
+def test_every_index_against_exact_computer(boosted, index, order, read, monkeypatch):
+    read_leaves_by(read, monkeypatch)
     fitted, x, trees = boosted
     inter = interaction_values(fitted.ens, x, index=index, order=order)
     assert inter.index == index and inter.order == order and inter.values.shape == (3, len(inter.subsets))
@@ -123,14 +127,25 @@ INTERVENTIONAL = [  # (library, model): the background's leaf tables, and the pa
 ]
 
 
-@pytest.mark.parametrize("paired", [False, True], ids=["tables", "paired"])
-@pytest.mark.parametrize("library, name", INTERVENTIONAL)
-@pytest.mark.parametrize("index, order", [("k-SII", 2), ("FSII", 3), ("BV", 1)])
-def test_interventional_against_exact_computer(library, name, index, order, paired, monkeypatch):
+def read_leaves_by(how, monkeypatch):
+    """Make every leaf's index values come from ``how``: "values" (value tables, the default on
+    small models), "families" (per-row lookups in the family tables: a tuning without value
+    tables), "formula" (path-dependent: computed per row), "paired" (interventional: the rows
+    paired with the background)."""
+    from jaximp._rows import tuning
     from jaximp._shap import interactions
 
-    if paired:  # every leaf pairs the rows with the background's blocks instead of reading its tables
+    if how in ("families", "formula"):
+        monkeypatch.setattr(tuning, "CPU", dataclasses.replace(tuning.CPU, index_table_entries=0))
+    if how == "paired":
         monkeypatch.setattr(interactions, "MAX_TABLE_DEPTH", 0)
+
+
+@pytest.mark.parametrize("read", ["values", "families", "paired"])
+@pytest.mark.parametrize("library, name", INTERVENTIONAL)
+@pytest.mark.parametrize("index, order", [("k-SII", 2), ("FSII", 3), ("BV", 1)])
+def test_interventional_against_exact_computer(library, name, index, order, read, monkeypatch):
+    read_leaves_by(read, monkeypatch)
     fitted, x, background, trees = tiny_model(library, name)
     background = with_missing(background[:9]) if background is not None else with_missing(fitted.X[200:209])
     x = with_missing(x[:2])
@@ -278,6 +293,17 @@ def test_dense_and_shapiq_layouts(boosted):
     assert one.values.shape == (len(one.subsets),)
     np.testing.assert_array_equal(one.values, inter.values[1])  # a row alone: the same bits
     assert one.to_dense().shape == (f, f)
+
+
+@pytest.mark.parametrize("method", ["path_dependent", "interventional"])
+def test_value_tables_hold_the_values_computed_per_row(xgboost_model, method, monkeypatch):
+    """A leaf's value tables are its values computed for every pattern, bit for bit."""
+    fitted, x = xgboost_model
+    background = fitted.X[200:230] if method == "interventional" else None
+    kw = dict(index="FSII", order=3, method=method, background=background)
+    looked_up = interaction_values(fitted.ens, x, **kw).values
+    read_leaves_by("formula", monkeypatch)
+    np.testing.assert_array_equal(interaction_values(fitted.ens, x, **kw).values, looked_up)
 
 
 def test_a_rows_values_are_its_own(xgboost_model):

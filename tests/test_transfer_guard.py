@@ -37,6 +37,14 @@ def _permutation(scoring, max_samples=1.0):
     return call
 
 
+def _indices(index, order, interventional=False, reduce=False):
+    def call(ens, x, bg, few, y, w):
+        fn = jaximp.interaction_importance if reduce else jaximp.interaction_values
+        game = dict(method="interventional", background=bg) if interventional else {}
+        return fn(ens, few, index=index, order=order, **game).values
+    return call
+
+
 CALLS = {  # (ens, rows, background, fewer rows, targets, weights) -> a result on the rows' device
     "predict": lambda ens, x, bg, few, y, w: jaximp.predict(ens, x),
     "leaf_indices": lambda ens, x, bg, few, y, w: jaximp.leaf_indices(ens, x),
@@ -46,6 +54,21 @@ CALLS = {  # (ens, rows, background, fewer rows, targets, weights) -> a result o
                                                                        background=bg),
     "shap_importance": lambda ens, x, bg, few, y, w: jaximp.shap_importance(ens, x),
     "interactions": lambda ens, x, bg, few, y, w: jaximp.shap_interaction_values(ens, few),
+    "interactions_interventional": lambda ens, x, bg, few, y, w: jaximp.shap_interaction_values(
+        ens, few, method="interventional", background=bg),
+    "interaction_values": _indices("k-SII", 2),
+    "interaction_values_interventional": _indices("k-SII", 2, interventional=True),
+    "interaction_values_stii": _indices("STII", 2),
+    "interaction_values_bv_interventional": _indices("BV", 1, interventional=True),
+    "interaction_importance": _indices("k-SII", 2, reduce=True),
+    "interaction_importance_sii_interventional": _indices("SII", 2, interventional=True, reduce=True),
+    "banzhaf_values": lambda ens, x, bg, few, y, w: jaximp.banzhaf_values(ens, few),
+    "banzhaf_values_interventional": lambda ens, x, bg, few, y, w: jaximp.banzhaf_values(
+        ens, few, method="interventional", background=bg),
+    "shap_values_log_loss": lambda ens, x, bg, few, y, w: jaximp.shap_values(
+        ens, few, method="interventional", background=bg, model_output="log_loss", y=jax.lax.slice_in_dim(y, 0, 300)),
+    "shap_values_groups": lambda ens, x, bg, few, y, w: jaximp.shap_values(
+        ens, few, feature_groups=[[0, 1], list(range(2, ens.n_features))]),
     "loss_function_change": lambda ens, x, bg, few, y, w: jaximp.loss_function_change(ens, x, y, sample_weight=w),
     "permutation_loss": _permutation(None),
     "permutation_r2_subsample": _permutation("r2", max_samples=0.6),

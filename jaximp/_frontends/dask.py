@@ -27,11 +27,11 @@ except ImportError as e:  # pragma: no cover - dask is an optional dependency
 
 from jaximp._importances.permutation import permutation_setup, permuted_sums
 from jaximp._importances.scoring import ROW_SCORES
-from jaximp._importances.targets import as_targets
 from jaximp._leaves.predict import leaf_indices as _leaf_indices
 from jaximp._leaves.predict import leaf_number_dtype
 from jaximp._leaves.predict import predict as _predict
 from jaximp._models.ensemble import check_model
+from jaximp._rows.targets import as_targets
 from jaximp._shap.explainer import Explainer
 
 __all__ = ["leaf_indices", "permutation_importance", "predict", "shap_importance", "shap_values"]

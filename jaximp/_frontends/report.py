@@ -20,7 +20,7 @@ import numpy as np
 
 from jaximp._frontends import plots
 from jaximp._frontends.model_files import LIBRARY_IMPORTANCES
-from jaximp._importances.scoring import task_of
+from jaximp._models.tasks import task_of
 
 # importances.csv column -> the name shown in plots and the report (the library's importances: their column's name)
 NAMES = {

@@ -32,13 +32,13 @@ import numpy as np
 from jax import Array
 
 from jaximp._importances.scoring import ModelLoss, model_loss
-from jaximp._importances.targets import as_targets
 from jaximp._leaves.oblivious import map_leaves
 from jaximp._leaves.tables import leaf_prediction
 from jaximp._leaves.trees import predict_kernel, prepare
 from jaximp._models.ensemble import Ensemble, check_model, to_columns
 from jaximp._rows.batching import is_traced, on_device, weighted_sums
 from jaximp._rows.inputs import as_features, as_weights
+from jaximp._rows.targets import as_targets
 from jaximp._rows.tuning import Tuning
 from jaximp._shap import oblivious, trees
 from jaximp._shap.oblivious import values_block, values_from_leaves

@@ -2,7 +2,7 @@
 
 Every metric takes the targets ``y``, the model's raw predictions in the API layout
 (``f32[n]`` when K == 1, ``f32[n, K]`` otherwise) and ``sample_weight: f32[n]``, and returns a
-scalar. Targets are in the layout of ``jaximp._importances.targets.as_targets``:
+scalar. Targets are in the layout of ``jaximp._rows.targets.as_targets``:
 
 * regression: ``f32[n]``; multi-regression: ``f32[n, K]``;
 * binary (``Logloss``/``CrossEntropy``): ``f32[n]`` in ``[0, 1]``; raw = log-odds of the second

@@ -41,13 +41,14 @@ from jaximp._importances import permutation_oblivious, permutation_trees
 from jaximp._importances.draws import as_key, row_draws
 from jaximp._importances.permutation_groups import check_groups, evaluated_groups, refeaturized_predictions
 from jaximp._importances.permutation_kernel import KernelSetup
-from jaximp._importances.scoring import RowScore, resolve_scoring, row_score, task_of
-from jaximp._importances.targets import as_targets, check_scorer_targets
+from jaximp._importances.scoring import RowScore, check_scorer_targets, resolve_scoring, row_score
 from jaximp._leaves.predict import kernels as leaf_kernels
 from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
+from jaximp._models.tasks import task_of
 from jaximp._rows.batching import map_rows, on_device, sum_blocks
 from jaximp._rows.devices import resolve_devices
 from jaximp._rows.inputs import as_features, as_raw_columns, as_weights, featurize
+from jaximp._rows.targets import as_targets
 
 if TYPE_CHECKING:
     from sklearn.utils import Bunch
@@ -96,7 +97,7 @@ def permutation_setup(ens: Ensemble, n_rows: int, *, scoring: Any, n_repeats: An
         max_samples: as for :func:`permutation_importance`.
         feature_groups: as for :func:`permutation_importance`.
         fn_name: the public function, for error messages.
-        targets: the checked targets (``jaximp._importances.targets.as_targets``), when the
+        targets: the checked targets (``jaximp._rows.targets.as_targets``), when the
             caller holds them: a named scorer's needs of them are checked too.
         device: where the permutations are drawn (None: JAX's default device).
 

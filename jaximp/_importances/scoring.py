@@ -4,7 +4,7 @@ read.
 
 Every score is a function ``(y, raw_prediction, sample_weight) -> scalar``, greater is better,
 of the raw predictions in the API layout (``f32[n]`` when K == 1, ``f32[n, K]`` otherwise).
-Targets are what ``jaximp._importances.targets.as_targets`` makes of the user's ``y``:
+Targets are what ``jaximp._rows.targets.as_targets`` makes of the user's ``y``:
 
 * regression: ``f32[n]``; multi-regression: ``f32[n, K]``;
 * binary (``Logloss``/``CrossEntropy``): ``f32[n]`` in ``[0, 1]`` (class labels mapped to 0/1
@@ -41,33 +41,11 @@ from jax import Array
 from jaximp._importances import metrics
 from jaximp._importances.metrics import predicted_class
 from jaximp._models.ensemble import Ensemble
-
-Task = str  # "regression" | "multiregression" | "binary" | "multiclass" | "unknown" (no loss recorded)
-_BINARY_LOSSES = ("Logloss", "CrossEntropy")
-_MULTICLASS_LOSSES = ("MultiClass", "MultiClassOneVsAll")
-
+from jaximp._models.tasks import CLASSES, REGRESSION, Task
+from jaximp._rows.targets import target_summary, targets_on_device
 
 _CATBOOST_FILE = ("a CatBoost model file that does not record its loss: import it with "
                   "jaximp.from_catboost(path, loss_function='RMSE'), or the loss it was trained with")
-
-
-def task_of(ens: Ensemble, fn_name: str = "task_of") -> Task:
-    """The model's output kind, from its loss and number of outputs.
-
-    A model with no loss but one output per class (scikit-learn's tree and forest classifiers,
-    whose outputs are class probabilities) is "multiclass": scorers of the highest-scoring
-    class apply to it, not those that read its outputs as logits (see :func:`resolve_scoring`).
-    Any other model without a loss is "unknown": only a scoring function can score it.
-    """
-    if not ens.loss_function and ens.n_outputs > 1 and len(ens.class_names) == ens.n_outputs:
-        return "multiclass"
-    if not ens.loss_function:
-        return "unknown"
-    if ens.loss_function in _BINARY_LOSSES:
-        return "binary"
-    if ens.loss_function in _MULTICLASS_LOSSES:
-        return "multiclass"
-    return "regression" if ens.n_outputs == 1 else "multiregression"
 
 
 def as_columns(values: Array) -> Array:
@@ -88,19 +66,17 @@ def _negated(fn: Callable) -> Callable:
     return neg
 
 
-_REGRESSION = ("regression", "multiregression")
-_CLASSES = ("binary", "multiclass")
 
 # sklearn scorer name -> (metric, tasks where it is defined). Every scorer is "greater is better".
 SCORERS: dict[str, tuple[Callable, tuple[Task, ...]]] = {
-    "neg_mean_squared_error": (_negated(metrics.mean_squared_error), _REGRESSION),
-    "neg_root_mean_squared_error": (_negated(metrics.root_mean_squared_error), _REGRESSION),
-    "neg_mean_absolute_error": (_negated(metrics.mean_absolute_error), _REGRESSION),
-    "r2": (metrics.r2, _REGRESSION),
-    "explained_variance": (metrics.explained_variance, _REGRESSION),
-    "accuracy": (metrics.accuracy, _CLASSES),
-    "balanced_accuracy": (metrics.balanced_accuracy, _CLASSES),
-    "neg_log_loss": (_negated(metrics.log_loss), _CLASSES),
+    "neg_mean_squared_error": (_negated(metrics.mean_squared_error), REGRESSION),
+    "neg_root_mean_squared_error": (_negated(metrics.root_mean_squared_error), REGRESSION),
+    "neg_mean_absolute_error": (_negated(metrics.mean_absolute_error), REGRESSION),
+    "r2": (metrics.r2, REGRESSION),
+    "explained_variance": (metrics.explained_variance, REGRESSION),
+    "accuracy": (metrics.accuracy, CLASSES),
+    "balanced_accuracy": (metrics.balanced_accuracy, CLASSES),
+    "neg_log_loss": (_negated(metrics.log_loss), CLASSES),
     "neg_brier_score": (_negated(metrics.brier_score), ("binary",)),
     "roc_auc": (metrics.roc_auc, ("binary",)),
     "roc_auc_ovr": (metrics.roc_auc_ovr, ("multiclass",)),
@@ -108,10 +84,10 @@ SCORERS: dict[str, tuple[Callable, tuple[Task, ...]]] = {
     "precision": (metrics.precision, ("binary",)),
     "recall": (metrics.recall, ("binary",)),
     "f1": (metrics.f1, ("binary",)),
-    "f1_macro": (metrics.f1_macro, _CLASSES),
-    "f1_weighted": (metrics.f1_weighted, _CLASSES),
+    "f1_macro": (metrics.f1_macro, CLASSES),
+    "f1_weighted": (metrics.f1_weighted, CLASSES),
 }
-_LABEL_SCORERS = {name for name, (_, tasks) in SCORERS.items() if set(tasks) <= set(_CLASSES)}
+_LABEL_SCORERS = {name for name, (_, tasks) in SCORERS.items() if set(tasks) <= set(CLASSES)}
 _PROBABILITY_SCORERS = ("neg_log_loss", "neg_brier_score", "roc_auc_ovr", "roc_auc_ovr_weighted")
 
 
@@ -385,3 +361,26 @@ def row_score(scoring: Any, ens: Ensemble) -> RowScore | None:
     if isinstance(scoring, str):
         return ROW_SCORES.get(scoring)
     return None
+
+
+def check_scorer_targets(scoring: Any, y: Any, task: Task, n_classes: int, fn_name: str) -> None:
+    """Targets (checked by :func:`as_targets`) that a named scorer needs: class labels (not
+    probabilities), every class for AUC."""
+    if not isinstance(scoring, str) or isinstance(y, jax.core.Tracer):
+        return
+    needs_labels = task == "binary" and scoring in _LABEL_SCORERS
+    if not (needs_labels or scoring.startswith("roc_auc")):
+        return
+    if targets_on_device(y):
+        summary = jax.device_get(target_summary(y, n_classes))
+        labels, present = bool(summary["whole"]), np.flatnonzero(summary["present"]).tolist()
+    else:
+        labels, present = bool(np.all((y == 0) | (y == 1))), np.unique(y).astype(int).tolist()
+    if needs_labels and not labels:
+        raise ValueError(f"{fn_name}: scoring {scoring!r} needs y to hold class labels, not probabilities")
+    if scoring.startswith("roc_auc"):
+        missing = sorted(set(range(n_classes)) - set(present))
+        if missing:
+            raise ValueError(
+                f"{fn_name}: scoring {scoring!r} needs every class in y; classes {missing} are absent"
+            )

@@ -56,10 +56,11 @@ def leaf_weight_sums(leaves: Array, weight: Array, n_leaves: int) -> Array:
     return weight_sums(leaves.astype(jnp.int32) + offsets, weight, leaves.shape[0] * n_leaves)
 
 
+@jax.jit
 def mean_prediction(ens: Ensemble, weights: Array) -> Array:
     """``f32[K]`` the expected raw prediction ``scale * sum_t E_{leaf ~ weights_t}[leaf_values_t]
     + bias``, each tree's leaf drawn by its ``weights f32[T, L]`` (normalised; a tree whose
-    weights sum to 0 adds nothing)."""
+    weights sum to 0 adds nothing). Jitted: on device arrays it sends nothing from the host."""
     total = jnp.sum(weights, axis=1, keepdims=True)
     mean = jnp.einsum("tl,tlk->k", safe_div(weights, total, 0.0), ens.leaf_values)
     return ens.scale * mean + ens.bias

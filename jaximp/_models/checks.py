@@ -279,9 +279,10 @@ def _check_static(owner: str, ens: Any, n_evaluated: int | None) -> None:
         if ens.player_of is not None or ens.reads is not None:
             raise ValueError(f"{owner}: player_of and reads go with players; got players=None")
     else:
-        if featurizer is None:
-            raise ValueError(f"{owner}: players describe a featurizer's evaluated features; got players without "
-                             "a featurizer (leave players, player_of and reads None for a numeric model)")
+        if featurizer is None and ens.reads != tuple((c,) for c in range(f)):
+            raise ValueError(f"{owner}: a numeric model's players are groups of its columns, each split feature "
+                             f"reading its own column: reads must be ((0,), (1,), ..., ({f - 1},)); got "
+                             f"{ens.reads!r:.200} (leave players, player_of and reads None for a numeric model)")
         _columns(owner, "players", ens.players, f, None, "")
         _columns(owner, "reads", ens.reads, f, e, ", one per evaluated feature")
         p, of = len(ens.players), ens.player_of

@@ -174,16 +174,17 @@ def progress_bar(enabled: bool, total: int | None, desc: str, delay: float = 0.0
 
 
 def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, row_floats=0, progress=True,
-           per_block=False, rows_last=False):
+           per_block=False, rows_last=False, small_step_rows=None):
     """Yield ``kernel``'s output for each padded step of ``rows``, or once for traced inputs.
 
     A step is a whole number of blocks per device: the requested rows rounded up. Rows that do
     not fill a step go in steps of a power of two of blocks (10 blocks: 8 + 2), so padding
     stays under one block and at most log2(blocks per step) + 1 shapes are ever compiled. A call
-    of fewer rows than one block takes a power of two of rows (at least ``min_step_rows``; not for
-    kernels that reduce, or output one value per block: ``per_block``), so that explaining a
-    handful of rows does not pay for a block of padding in kernels whose inner steps are smaller
-    than a block. Sizes are the tuning's of the first device (``jaximp._rows.tuning``).
+    of fewer rows than one block takes a power of two of rows (at least ``small_step_rows``, by
+    default the tuning's ``min_step_rows``; not for kernels that reduce, or output one value per
+    block: ``per_block``), so that explaining a handful of rows does not pay for a block of
+    padding in kernels whose inner steps are smaller than a block. Sizes are the tuning's of the
+    first device (``jaximp._rows.tuning``).
     With ``progress``, a call of several steps that lasts over ``_PROGRESS_DELAY`` seconds shows
     a progress bar.
     """
@@ -222,7 +223,8 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
             blocks_needed = -(-(n - start) // (block * len(devs)))
             step = min(per_device, (1 << (blocks_needed.bit_length() - 1)) * block) * len(devs)
             if n < block * len(devs) and not (reduce or per_block):  # a small call: a power of two of rows
-                step = min(step, max(tuning.min_step_rows, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
+                fewest = tuning.min_step_rows if small_step_rows is None else small_step_rows
+                step = min(step, max(fewest, 1 << (-(-n // len(devs)) - 1).bit_length()) * len(devs))
             with gc_paused():  # a first call traces and lowers here
                 out = compiled(params, cut(start, step))
             yield out
@@ -236,7 +238,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
 
 def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None, devices: Any, fn_name: str,
              host_dtype: Any = None, row_floats: int = 0, progress: bool = True, rows_last: bool = False,
-             **static: Any) -> Any:
+             small_step_rows: int | None = None, **static: Any) -> Any:
     """Apply ``kernel(params, rows, *, block, **static)`` to all rows in padded steps.
 
     Args:
@@ -264,6 +266,9 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
             has rows first: on the host, the transposed view of one ``[m, N]`` array (Fortran
             order, each of the ``m`` columns contiguous), so no transpose is ever computed; on
             a device, transposed there.
+        small_step_rows: the fewest rows of the step of a call of fewer rows than a block (a
+            power of two; None: the tuning's ``min_step_rows``), for kernels whose rows cost so
+            much that padding a handful of rows to that many would dominate.
         **static: hashable arguments compiled into the kernel.
 
     Returns:
@@ -273,7 +278,7 @@ def map_rows(kernel: Callable, params: Any, rows: Any, *, batch_size: int | None
     """
     n = jax.tree_util.tree_leaves(rows)[0].shape[0]
     steps = _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce=False,
-                   row_floats=row_floats, progress=progress, rows_last=rows_last)
+                   row_floats=row_floats, progress=progress, rows_last=rows_last, small_step_rows=small_step_rows)
     rows_first = (lambda a: a.T) if rows_last else (lambda a: a)  # noqa: E731
     split_bytes = rows_tuning(devices, rows, fn_name).split_copy_bytes
     if on_device(rows):

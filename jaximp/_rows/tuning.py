@@ -132,6 +132,13 @@ class Tuning:
     """Rows per block of the oblivious trees' permutation-importance kernel, whose running sums
     then stay in a CPU's last-level cache (0: the call's block)."""
 
+    index_table_entries: int
+    """Floats per leaf of an interaction index kernel's value tables (``2**d`` patterns times the
+    leaf's subsets up to the order): a leaf with more computes its values per row instead."""
+
+    index_table_bytes: int
+    """Bytes of all of a model's value tables of one index kernel (shallow buckets first)."""
+
     permutation_step_rows: int
     """Rows per step of that kernel without ``batch_size``: little padding and few compiled
     shapes (0: as many as :attr:`permutation_step_bytes` of per-row intermediates allow)."""
@@ -168,6 +175,8 @@ CPU = Tuning(
     soft_rows=64,
     soft_chunk_floats=1 << 21,
     permutation_block_rows=256,
+    index_table_entries=4096,
+    index_table_bytes=1 << 29,
     permutation_step_rows=4096,
     permutation_step_bytes=1 << 31,
 )

@@ -122,16 +122,30 @@ def table_values(table: Array, u: Array, d: int, order: int) -> Array:
 def paired_values(u: Array, q: Array, weight: Array, rules: tuple[Rule, ...], d: int, order: int) -> Array:
     """``f32[leaves, n_local, n]`` the index of every local subset of each leaf (unit leaf value)
     for rows of patterns ``u i32[leaves, n]``, averaged over a block of background rows of
-    patterns ``q i32[leaves, block]`` with weights ``f32[block]`` (null slots set in both)."""
+    patterns ``q i32[leaves, block]`` with weights ``f32[block]``, or ``f32[n, block]`` per pair
+    (null slots set in both)."""
     full = (1 << d) - 1
     uu, qq = u[:, :, None], q[:, None, :]  # [leaves, n, block]
     alive = (~uu & ~qq & full) == 0  # no slot missed by both
     a, c = uu & ~qq & full, ~uu & qq & full
     n_a, n_c = jax.lax.population_count(a), jax.lax.population_count(c)
+    weight = jnp.broadcast_to(weight, alive.shape[1:])  # [n, block]
     out = []
     for combos, r in zip(local_subsets(d, order), rules):
         s = combos.shape[1]
         table = jnp.asarray(psi(r, np.arange(d + 1)[:, None], np.arange(d + 1)[None, :]).astype(np.float32))
+        if s == 1:  # a slot of a: +Psi_1(|a| - 1, |c|); of c: -Psi_1(|a|, |c| - 1): two lookups per pair
+            gain = jnp.where(alive & (n_a > 0), table[jnp.maximum(n_a - 1, 0), n_c], 0.0) * weight
+            loss = jnp.where(alive & (n_c > 0), table[n_a, jnp.maximum(n_c - 1, 0)], 0.0) * weight
+            # slot j is in a where the row takes it and the background row misses it, in c the other
+            # way: sums over the block of q's bits, one batched product per leaf
+            slots = jnp.arange(d, dtype=jnp.int32)
+            takes = ((q[:, :, None] >> slots) & 1).astype(gain.dtype)  # [leaves, block, d]
+            mine = ((u[:, :, None] >> slots) & 1).astype(gain.dtype)  # [leaves, n, d]
+            missed = jnp.sum(gain, axis=-1)[..., None] - _block_products(gain, takes)
+            value = mine * missed - (1 - mine) * _block_products(loss, takes)
+            out.append(jnp.moveaxis(value, -1, 1))  # [leaves, d, n]
+            continue
         masks = np.bitwise_or.reduce(1 << combos, axis=1).astype(np.int32)[None, :, None, None]
         s_c = jax.lax.population_count(c[:, None] & masks)  # [leaves, C, n, block]
         s_a = jax.lax.population_count(a[:, None] & masks)
@@ -140,5 +154,59 @@ def paired_values(u: Array, q: Array, weight: Array, rules: tuple[Rule, ...], d:
         got = table[jnp.clip(alpha, 0, d), jnp.clip(gamma, 0, d)]
         sign = jnp.where(s_c % 2 == 1, -1.0, 1.0)
         value = jnp.where(inside & alive[:, None], sign * got, 0.0)
-        out.append(jnp.einsum("lcnb,b->lcn", value, weight))
+        out.append(jnp.einsum("lcnb,nb->lcn", value, weight))
     return jnp.concatenate(out, axis=1)
+
+
+def _block_products(values: Array, takes: Array) -> Array:
+    """``f32[leaves, n, d]`` ``values f32[leaves, n, block]`` summed over the block against
+    ``takes f32[leaves, block, d]``: one batched product, its rows padded to two (a product of
+    one row takes another kernel, whose sums round differently: a row's values would depend on
+    how many rows came with it)."""
+    n = values.shape[1]
+    padded = jnp.pad(values, ((0, 0), (0, 1), (0, 0))) if n == 1 else values
+    return jnp.einsum("lnb,lbd->lnd", padded, takes)[:, :n]
+
+
+# --------------------------------------------------------------------------------------------
+# Transformed outputs: each pair's values rescaled (shap's ``dense_independent``)
+
+
+def rescale_factor(transform: str, a: Array, b: Array, y: Array) -> Array:
+    """The divided difference ``(T(a, y) - T(b, y)) / (a - b)`` of the output transform ``T``
+    between a row's raw prediction ``a`` and a background row's ``b`` (broadcast), and its limit
+    ``T'(a, y)`` where they are equal: the factor by which shap's interventional TreeExplainer
+    scales the pair's Shapley values of the raw output so that they add up to the transformed
+    output's change. Computed without cancellation:
+
+    * "logistic" (``model_output="probability"``): ``T = sigmoid(a)``;
+      ``(sigmoid(a) - sigmoid(b)) / (a - b) = shc(h) / (4 cosh(a / 2) cosh(b / 2))`` with
+      ``h = (a - b) / 2`` and ``shc(h) = sinh(h) / h``, in logarithms;
+    * "logistic_nlogloss" (``"log_loss"`` of a binary classifier): ``T = log(1 + e**a) - y a``;
+      ``softplus(a) - softplus(b) = log1p(sigmoid(b) expm1(a - b))``;
+    * "squared_loss" (``"log_loss"`` of a squared-error regression): ``T = (a - y)**2``, whose
+      divided difference is ``a + b - 2 y`` exactly.
+    """
+    if transform == "squared_loss":
+        return a + b - 2 * y
+    delta = a - b
+    small = jnp.abs(delta) < 1.0
+    if transform == "logistic":
+        h = jnp.abs(delta) / 2
+        h_safe = jnp.where(h < 1e-2, 1.0, h)
+        log_shc = jnp.where(h < 1e-2, h * h / 6, h + jnp.log1p(-jnp.exp(-2 * h_safe)) - jnp.log(2 * h_safe))
+        return jnp.exp(log_shc - _log_cosh(a / 2) - _log_cosh(b / 2) - np.log(4.0))
+    if transform == "logistic_nlogloss":
+        d_safe = jnp.where(small & (delta != 0), delta, 1.0)
+        lo = jnp.minimum(a, b)  # expm1 of a non-negative step from the smaller margin
+        step = jnp.abs(d_safe)
+        z = jax.nn.sigmoid(lo) * jnp.expm1(step)
+        near = jnp.where(delta == 0, jax.nn.sigmoid(a), jnp.log1p(z) / step)
+        far = (jax.nn.softplus(a) - jax.nn.softplus(b)) / jnp.where(small, 1.0, delta)
+        return jnp.where(small, near, far) - y
+    raise ValueError(f"unknown output transform {transform!r}")
+
+
+def _log_cosh(x: Array) -> Array:
+    x = jnp.abs(x)
+    return x + jax.nn.softplus(-2 * x) - np.log(2.0)

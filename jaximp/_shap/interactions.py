@@ -23,17 +23,28 @@ import numpy as np
 from jax import Array
 
 from jaximp._leaves.predict import training_leaf_weights
-from jaximp._models.cache import kept
+from jaximp._models.cache import kept, rows_digest
 from jaximp._models.ensemble import Ensemble, check_model, squeeze_outputs
+from jaximp._models.groups import grouped
 from jaximp._models.trees import TreeEnsemble, from_oblivious
 from jaximp._rows.batching import map_rows, mean_abs_rows
 from jaximp._rows.blocks import row_blocks
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
+from jaximp._rows.tuning import rows_tuning
 from jaximp._shap import trees
-from jaximp._shap.index_background import MAX_TABLE_DEPTH, family_tables
-from jaximp._shap.index_games import index_kernel, index_spec, local_width
-from jaximp._shap.indices import INDICES, aggregation_pairs, base_index, encode, local_subsets
+from jaximp._shap.dense import per_player, shap_pairs
+from jaximp._shap.index_background import MAX_TABLE_DEPTH
+from jaximp._shap.index_games import (
+    index_kernel,
+    index_spec,
+    interventional_tables,
+    local_width,
+    model_subsets,
+    path_tables,
+    table_reads,
+)
+from jaximp._shap.indices import INDICES, aggregation_pairs, base_index, local_subsets
 from jaximp._shap.paths import path_players
 from jaximp._shap.tree_plans import ShapPlan, background_histograms, kernel_plan
 
@@ -137,49 +148,6 @@ def _largest_order(ens: TreeEnsemble) -> int:
     return int(players.max(initial=0)) if players is not None else ens.depth
 
 
-# --------------------------------------------------------------------------------------------
-# The model's subsets
-
-
-@dataclasses.dataclass(frozen=True)
-class Subsets:
-    """The model's subsets for a plan: per size ``s = 1..order``, ``i32[M_s, s]`` (player
-    indices, sorted tuples in lexicographic order), and per bucket the subset id of each leaf's
-    local subsets ``i32[n_chunks, leaves, n_local]`` (M where a local subset holds a null slot)."""
-
-    by_size: tuple[np.ndarray, ...]
-    ids: tuple[np.ndarray, ...]
-
-    @property
-    def count(self) -> int:
-        return sum(len(rows) for rows in self.by_size)
-
-
-def _subsets(plan: ShapPlan, order: int, n_players: int) -> Subsets:
-    """The :class:`Subsets` of a "path" plan's leaves (on the host: the plan's integer paths)."""
-    local = []  # per bucket, per size: (players i32[n_chunks, leaves, C(d, s), s], valid)
-    for b, part in zip(plan.kind.layout, plan.arrays.parts):
-        feature, player = np.asarray(part.paths.feature), np.asarray(part.paths.player)
-        local.append([(np.sort(feature[..., combos], axis=-1), player[..., combos].all(-1))
-                      for combos in local_subsets(b.depth, order)])
-    by_size, keys = [], []
-    for s in range(1, order + 1):
-        found = [rows[valid] for sizes in local if s <= len(sizes) for rows, valid in [sizes[s - 1]]]
-        rows = np.unique(np.concatenate(found), axis=0) if found else np.zeros((0, s), np.int32)
-        by_size.append(rows.astype(np.int32))
-        keys.append(encode(rows, n_players))
-    offsets = np.cumsum([0] + [len(rows) for rows in by_size])
-    total = int(offsets[-1])
-    ids = []
-    for sizes in local:
-        parts = []
-        for s, (rows, valid) in enumerate(sizes, start=1):
-            found = np.searchsorted(keys[s - 1], encode(rows.reshape(-1, s), n_players)).reshape(valid.shape)
-            parts.append(np.where(valid, offsets[s - 1] + found, total))
-        ids.append(np.concatenate(parts, axis=-1).astype(np.int32))
-    return Subsets(tuple(by_size), tuple(ids))
-
-
 @functools.partial(jax.jit, static_argnames="n_subsets")
 def _aggregated(values: Array, target: Array, source: Array, weight: Array, *, n_subsets: int) -> Array:
     """k-SII ``f32[N, M, K]`` from SII ``values f32[N, M, K]`` (``jaximp._shap.indices.aggregation_pairs``)."""
@@ -191,7 +159,7 @@ def _aggregated(values: Array, target: Array, source: Array, weight: Array, *, n
 # The public functions
 
 
-def _general(ens: Any, fn_name: str) -> TreeEnsemble:
+def general_trees(ens: Any, fn_name: str) -> TreeEnsemble:
     """The model as general trees: an oblivious model's equivalent ``TreeEnsemble``, kept with the
     model so that its plans and subsets are kept across calls too."""
     if check_model(ens, fn_name) != "oblivious":
@@ -205,34 +173,39 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     check_model(ens, fn_name)
     _check_index(index, order, fn_name)
     trees.check_method(method, background, _METHODS, fn_name)
-    if feature_groups is not None:
-        raise ValueError(f"{fn_name}: feature_groups are not available for interaction indices yet; got "
-                         f"{feature_groups!r:.100} (pass feature_groups=None)")
     names = ens.feature_names
-    ens = _general(ens, fn_name)
-    columns = _player_columns(ens, fn_name)
+    if feature_groups is not None:  # each group one player, named by its columns
+        ens = grouped(ens, feature_groups, fn_name)
+        names = tuple("+".join(names[c] for c in columns) for columns in ens.players)
+    ens = general_trees(ens, fn_name)
+    columns = None if feature_groups is not None else _player_columns(ens, fn_name)
     largest = _largest_order(ens)
     if order > max(largest, 1):
-        raise ValueError(f"{fn_name}: order must be at most the most features on any path of the model, "
-                         f"{largest} (the largest useful order: larger subsets are on no path); got {order}")
+        raise ValueError(f"{fn_name}: order must be at most the most players (features, or feature groups) on "
+                         f"any path of the model, {largest} (the largest useful order: larger subsets are on no "
+                         f"path); got {order}")
     X, single = one_row(X, ens, fn_name)
     x = as_features(X, ens, fn_name)
     k = ens.n_outputs
     if method == "interventional":
         background = as_features(background, ens, fn_name, "background")
-        plan, tables, spec, subsets = _interventional_plan(ens, background, x, index, order, batch_size=batch_size,
+        plan, tables, spec, subsets = interventional_plan(ens, background, x, index, order, batch_size=batch_size,
                                                            devices=devices, fn_name=fn_name)
     else:
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
         plan = kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name,
                            width=lambda d: local_width(d, order, k))
-        subsets = _kept_subsets(ens, plan, order, keep=weights is ens.leaf_weights)
-        spec = index_spec(base_index(index), order, plan.kind, subsets.count)
-        tables = tuple(np.zeros((p.leaves.shape[0], 0), np.float32) for p in plan.arrays.parts)
+        keep = weights is ens.leaf_weights
+        subsets = kept_subsets(ens, plan, order, keep=keep)
+        reads = table_reads(plan.kind, plan.arrays.parts, order, rows_tuning(devices, x, fn_name),
+                            ("formula",) * len(plan.kind.layout))
+        spec = index_spec(base_index(index), order, plan.kind, subsets.count, reads)
+        tables = kept(ens, ("index tables", plan.kind, spec, tuple(p.leaves.shape for p in plan.arrays.parts)),
+                      lambda: path_tables(plan.arrays.parts, kind=plan.kind, spec=spec), keep=keep)
     run = mean_abs_rows if reduce and index != "k-SII" else map_rows
     values = run(index_kernel, (ens, plan.arrays, subsets.ids, tables), x, batch_size=batch_size, devices=devices,
                  fn_name=fn_name, row_floats=subsets.count * k, progress=False, kind=plan.kind,
-                 step_rows=plan.step_rows, spec=spec)
+                 step_rows=plan.step_rows, spec=spec, **({} if reduce else {"small_step_rows": 1}))
     if index == "k-SII":
         pairs = aggregation_pairs(list(subsets.by_size), ens.n_players)
         values = _aggregate(values, pairs, subsets.count, reduce)
@@ -246,18 +219,21 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     return Interactions(listed, values, baseline, index, order, tuple(names))
 
 
-def _kept_subsets(ens: TreeEnsemble, plan: ShapPlan, order: int, keep: bool) -> Subsets:
-    """The plan's :class:`Subsets`, kept with the model when the plan is."""
+def kept_subsets(ens: TreeEnsemble, plan: ShapPlan, order: int, keep: bool) -> Any:
+    """The plan's ``jaximp._shap.index_games.Subsets``, kept with the model when the plan is."""
     how = ("index subsets", plan.kind, order, tuple(p.leaves.shape for p in plan.arrays.parts))
-    return kept(ens, how, lambda: _subsets(plan, order, ens.n_players), keep=keep)
+    return kept(ens, how, lambda: model_subsets(plan, order, ens.n_players), keep=keep)
 
 
-def _interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str, order: int, *,
-                         batch_size: int | None, devices: Any, fn_name: str) -> tuple:
+def interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str, order: int, *,
+                        batch_size: int | None, devices: Any, fn_name: str, transform: str = "",
+                        margins: Any = None) -> tuple:
     """``(plan, tables, spec, subsets)`` of the interventional game over the checked
     background rows: an "interventional" plan whose buckets of at most ``MAX_TABLE_DEPTH``
     slots read per-leaf family tables built from the background's pattern histograms
-    (``jaximp._shap.index_background``), the others the background in blocks."""
+    (``jaximp._shap.index_background``), the others the background in blocks. With a
+    ``transform``, every bucket pairs rows with the background, whose raw predictions
+    ``margins f32[B]`` go in its blocks (the pairs' rescale factors)."""
     k, b_rows = ens.n_outputs, len(background)
 
     def width(d):
@@ -266,25 +242,37 @@ def _interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str,
 
     plan = kernel_plan(ens, "interventional", ens.leaf_weights, x=x, devices=devices, fn_name=fn_name,
                        n_background=b_rows, width=width)
-    tabled = tuple(b.tables and b.depth <= MAX_TABLE_DEPTH for b in plan.kind.layout)
-    if not all(tabled):
+    reads = table_reads(plan.kind, plan.arrays.parts, order, rows_tuning(devices, x, fn_name),
+                        tuple("families" if b.tables and b.depth <= MAX_TABLE_DEPTH and not transform else "paired"
+                              for b in plan.kind.layout))
+    if "paired" in reads:
         rows = background if isinstance(background, jax.Array) else np.asarray(background, np.float32)
+        home = next(iter(rows.devices())) if isinstance(rows, jax.Array) else jax.devices()[0]
         weight = np.full(b_rows, 1.0 / b_rows, np.float32)
-        blocks = (row_blocks(jnp.asarray(rows), _PAIRED_BLOCK), row_blocks(jnp.asarray(weight), _PAIRED_BLOCK))
+        blocks = tuple(_blocks(a if isinstance(a, jax.Array) else jax.device_put(a, home))  # sent explicitly
+                       for a in (rows, weight) + ((margins,) if transform else ()))
         plan = dataclasses.replace(plan, arrays=dataclasses.replace(plan.arrays, background=blocks))
-    histograms = iter(background_histograms(ens, plan, background, batch_size=batch_size, devices=devices,
-                                            fn_name=fn_name) if any(b.tables for b in plan.kind.layout) else ())
-    subsets = _kept_subsets(ens, plan, order, keep=True)
-    spec = index_spec(base_index(index), order, plan.kind, subsets.count, tabled)
-    tables = []
-    for b, part, rules, use in zip(plan.kind.layout, plan.arrays.parts, spec.rules, tabled):
-        histogram = next(histograms) if b.tables else None
-        tables.append(_family_tables(histogram, rules, order=order, d=b.depth) if use
-                      else jnp.zeros((part.leaves.shape[0], 0), jnp.float32))
-    return plan, tuple(tables), spec, subsets
+    tabled = any(b.tables and how != "paired" for b, how in zip(plan.kind.layout, reads))
+    subsets = kept_subsets(ens, plan, order, keep=True)
+    spec = index_spec(base_index(index), order, plan.kind, subsets.count, reads, transform)
+
+    def build():
+        histograms = iter(background_histograms(ens, plan, background, batch_size=batch_size, devices=devices,
+                                                fn_name=fn_name) if tabled else ())
+        tables = []
+        for b, part, rules, how in zip(plan.kind.layout, plan.arrays.parts, spec.rules, reads):
+            histogram = next(histograms) if b.tables and tabled else None
+            tables.append(np.zeros((part.leaves.shape[0], 0), np.float32) if how == "paired" else
+                          interventional_tables(histogram, rules=rules, order=order, d=b.depth, values=how == "values"))
+        return tuple(tables)
+
+    digest = rows_digest(background) if tabled else None  # the same background again: the kept tables
+    how = ("interventional tables", plan.kind, spec, digest, tuple(p.leaves.shape for p in plan.arrays.parts))
+    tables = kept(ens, how, build, keep=digest is not None)
+    return plan, tables, spec, subsets
 
 
-_family_tables = jax.jit(family_tables, static_argnames=("rules", "order", "d"))
+_blocks = jax.jit(functools.partial(row_blocks, block=_PAIRED_BLOCK))
 
 
 def _listed(by_size: tuple[np.ndarray, ...], columns: np.ndarray | None) -> tuple[tuple, np.ndarray | None]:
@@ -315,7 +303,7 @@ def shap_interactions(ens: Ensemble, X: Any, *, method: str, background: Any, ba
     """SHAP interaction values in shap's layout, ``f32[N, F, F(, K)]`` (``f32[F, F(, K)]`` for
     one row given 1-D), from SII of order 2 (:func:`shap_pairs`): what
     ``jaximp.shap_interaction_values`` computes for the interventional game."""
-    model = _general(ens, fn_name)
+    model = general_trees(ens, fn_name)
     order = 2 if _largest_order(model) >= 2 else 1
     inter = _explain(ens, X, index="SII", order=order, method=method, background=background, feature_groups=None,
                      batch_size=batch_size, devices=devices, fn_name=fn_name)
@@ -324,33 +312,6 @@ def shap_interactions(ens: Ensemble, X: Any, *, method: str, background: Any, ba
         inter = dataclasses.replace(inter, values=inter.values[None])
     out = shap_pairs(inter)
     return out[0] if single else out
-
-
-def shap_pairs(inter: Interactions) -> Any:
-    """shap's layout of SII of order 2 over rows (``inter``): ``f32[N, F, F(, K)]`` with half of
-    each pair's SII at ``[i, j]`` and ``[j, i]`` and on the diagonal the main effect, the Shapley
-    value less the row's other entries (Lundberg et al. 2020, eq. 11-12), where the values are."""
-    values, k_outputs = inter.values, np.ndim(inter.baseline) > 0
-    xp = np if isinstance(values, np.ndarray) else jnp
-    f = len(inter.feature_names)
-    singles = [(m, s[0]) for m, s in enumerate(inter.subsets) if len(s) == 1]
-    pairs = [(m, s) for m, s in enumerate(inter.subsets) if len(s) == 2]
-    n = values.shape[0]
-    tail = values.shape[2:] if k_outputs else ()
-    out = xp.zeros((n, f, f) + tail, values.dtype)
-    rows_i = np.array([s[0] for _, s in pairs] + [s[1] for _, s in pairs], np.int32)
-    rows_j = np.array([s[1] for _, s in pairs] + [s[0] for _, s in pairs], np.int32)
-    half = 0.5 * values[:, np.array([m for m, _ in pairs] * 2, np.int32)] if pairs else None
-    diagonal = np.array([i for _, i in singles], np.int32)
-    phi = values[:, np.array([m for m, _ in singles], np.int32)]
-    if xp is np:
-        if pairs:
-            out[:, rows_i, rows_j] = half
-        out[:, diagonal, diagonal] = phi - out[:, diagonal].sum(axis=2)
-        return out
-    if pairs:
-        out = out.at[:, rows_i, rows_j].set(half)
-    return out.at[:, diagonal, diagonal].set(phi - out[:, diagonal].sum(axis=2))
 
 
 def interaction_values(ens: Ensemble, X: Any, *, index: str = "k-SII", order: int = 2,
@@ -389,7 +350,9 @@ def interaction_values(ens: Ensemble, X: Any, *, index: str = "k-SII", order: in
         background: ``[B, F]`` rows for ``method="interventional"`` (refused by the other). They
             enter through per-leaf tables of how many of them take each subset of a path's
             splits, so the cost per explained row does not grow with B.
-        feature_groups: None (groups as players are not available for interaction indices yet).
+        feature_groups: None, or a list of lists of column names or indices that partition the
+            columns: each group is one player, ``.subsets`` hold group indices and
+            ``.feature_names`` the groups' names (their columns' joined by "+").
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
@@ -403,7 +366,8 @@ def interaction_values(ens: Ensemble, X: Any, *, index: str = "k-SII", order: in
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
         ValueError: an unknown index, an order below 1 or above the model's largest useful
             order, an unknown method, a background missing for ``"interventional"`` or given to
-            ``"path_dependent"``, or rows that do not hold the model's features.
+            ``"path_dependent"``, rows that do not hold the model's features, or
+            ``feature_groups`` that overlap, miss a column or name an unknown one.
 
     Examples:
         >>> inter = jaximp.interaction_values(ens, X[:5], index="k-SII", order=2)
@@ -431,7 +395,8 @@ def interaction_importance(ens: Ensemble, X: Any, *, index: str = "k-SII", order
         order: the largest subset size.
         method: ``"path_dependent"`` or ``"interventional"``.
         background: ``[B, F]`` rows for ``method="interventional"``.
-        feature_groups: None.
+        feature_groups: groups of columns as players, as for
+            [`interaction_values`][jaximp.interaction_values].
         batch_size: rows per device step; None picks one for the device.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
@@ -467,11 +432,12 @@ def banzhaf_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", bac
         method: ``"path_dependent"`` or ``"interventional"`` (as for
             [`interaction_values`][jaximp.interaction_values]).
         background: ``[B, F]`` rows for ``method="interventional"``.
-        feature_groups: None.
+        feature_groups: groups of columns as players, as for
+            [`interaction_values`][jaximp.interaction_values].
 
     Returns:
-        ``f32[N, F]`` (``f32[N, F, K]``; ``f32[F]`` for one row given 1-D), 0 for features on
-            no path.
+        ``f32[N, F]`` (``f32[N, F, K]``; ``f32[F]`` for one row given 1-D; G groups for F with
+            ``feature_groups``), 0 for features on no path.
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
@@ -484,13 +450,5 @@ def banzhaf_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", bac
     """
     inter = _explain(ens, X, index="BV", order=1, method=method, background=background,
                      feature_groups=feature_groups, batch_size=None, devices=None, fn_name="banzhaf_values")
-    features = np.array([s[0] for s in inter.subsets], np.int32)
-    values, k_outputs = inter.values, np.ndim(inter.baseline) > 0
-    axis = values.ndim - (2 if k_outputs else 1)  # the subsets' axis
-    shape = values.shape[:axis] + (len(inter.feature_names),) + values.shape[axis + 1:]
-    index = (slice(None),) * axis + (features,)
-    if isinstance(values, np.ndarray):
-        out = np.zeros(shape, values.dtype)
-        out[index] = values
-        return out
-    return jnp.zeros(shape, values.dtype).at[index].set(values)
+    axis = inter.values.ndim - (2 if np.ndim(inter.baseline) > 0 else 1)  # the subsets' axis
+    return per_player(inter.values, tuple(s[0] for s in inter.subsets), len(inter.feature_names), axis)

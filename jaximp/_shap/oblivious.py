@@ -195,9 +195,9 @@ def values_block(tab: ShapTables, block: int, tuning: Tuning) -> int:
 
 
 def _values_kernel(params: tuple[ObliviousEnsemble, ShapTables], x: Array, *, block: int, tuning: Tuning,
-                   features_first: bool = False) -> Array:
+                   per_player: bool = False, features_first: bool = False) -> Array:
     ens, tab = params
-    return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves), ens, x,
+    return map_leaves(lambda leaves: values_from_leaves(ens, tab, leaves, per_player=per_player), ens, x,
                       values_block(tab, block, tuning), features_first=features_first, tuning=tuning)
 
 
@@ -238,12 +238,14 @@ def _pairs_to_columns(ens: ObliviousEnsemble, values: Array) -> Array:
 
 
 def values(ens: ObliviousEnsemble, tab: ShapTables, x: Any, *, batch_size: int | None, devices: Any,
-           fn_name: str, reduce: bool = False, progress: bool = True) -> Any:
+           fn_name: str, reduce: bool = False, progress: bool = True, per_player: bool = False) -> Any:
     """SHAP values of checked rows ``x`` from per-tree tables: ``f32[N, F]`` (K == 1) or
-    ``f32[N, F, K]``; with ``reduce`` their mean absolute value over rows, ``f32[F]`` or ``f32[F, K]``."""
+    ``f32[N, F, K]``; with ``reduce`` their mean absolute value over rows, ``f32[F]`` or ``f32[F, K]``;
+    with ``per_player`` those of the players (``f32[N, P(, K)]``)."""
     run = mean_abs_rows if reduce else map_rows
+    static = dict(per_player=True) if per_player else {}
     out = run(_values_kernel, (ens, tab), x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-              row_floats=ens.n_features * ens.n_outputs, progress=progress)
+              row_floats=ens.n_features * ens.n_outputs, progress=progress, **static)
     return squeeze_outputs(out, ens.n_outputs)
 
 

@@ -110,7 +110,7 @@ def host_structure(ens: TreeEnsemble) -> Structure | None:
 
     Kept while ``ens`` lives (a model is frozen, its arrays immutable), so that every call of a
     SHAP function on the same model reads it once."""
-    if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_players)):
+    if any(isinstance(a, jax.core.Tracer) for a in (ens.node_children, ens.roots, ens.node_features)):
         return None
     return _structure(ens)
 

@@ -247,10 +247,18 @@ def expected(ens: TreeEnsemble, method: str, background: Any = None, *, plan: Sh
         predicted = predict_rows(ens, rows, batch_size=batch_size, devices=devices, fn_name=fn_name)
         if isinstance(predicted, jax.core.Tracer):  # under jax.grad, jit or vmap: stays in JAX
             return jnp.mean(predicted, axis=0)
+        if isinstance(predicted, jax.Array):  # rows on a device: the mean stays there
+            return _device_mean(predicted)
         mean = np.asarray(predicted, np.float64).mean(0)
         return squeeze_outputs(jnp.asarray(np.atleast_1d(mean), jnp.float32), ens.n_outputs)
     weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
     return squeeze_outputs(mean_prediction(ens, weights), ens.n_outputs)
+
+
+@jax.jit
+def _device_mean(predicted: Array) -> Array:
+    """The mean over rows of predictions on a device (float32), where they are."""
+    return jnp.mean(predicted, axis=0, dtype=jnp.float32)
 
 
 def _row_kernel(ens: TreeEnsemble, shap_plan: ShapPlan) -> tuple[Any, Any, dict]:

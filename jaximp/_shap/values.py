@@ -37,11 +37,13 @@ from typing import Any
 from jax import Array
 
 from jaximp._models.ensemble import Ensemble, check_model
+from jaximp._models.groups import grouped
 from jaximp._models.trees import from_oblivious
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
 from jaximp._shap.interactions import shap_interactions
+from jaximp._shap.outputs import output_transform, output_values
 from jaximp._shap.trees import check_method
 
 
@@ -108,6 +110,7 @@ def _rows(ens: Ensemble, X: Any, background: Any, fn_name: str) -> tuple[Any, An
 
 
 def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", background: Any = None,
+                model_output: str = "raw", y: Any = None, feature_groups: Any = None,
                 batch_size: int | None = None, devices: Any = None, progress: bool = True) -> Any:
     """SHAP values of every row: each feature's contribution to the raw prediction.
 
@@ -138,6 +141,15 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
     CatBoost credits a split on a CTR over several categorical columns to those columns
     equally; so does jaximp.
 
+    ``model_output="probability"`` or ``"log_loss"`` (with ``method="interventional"``)
+    explains the model's probability or each row's loss instead of the raw output, as shap's
+    ``TreeExplainer(model, data=shap.maskers.Independent(background,
+    max_samples=len(background)), feature_perturbation="interventional", model_output=...)``:
+    for each background row b the raw game's values are scaled by ``(T(f(x)) - T(f(b))) / (f(x)
+    - f(b))``, then averaged, so a row's values add up to ``T(f(x))`` less the mean of ``T(f(b))``
+    over the background. ``"log_loss"`` tracks which features raise a row's loss, as a drift
+    monitor does. This costs ``O(N B)`` (pairs of rows and background rows), not ``O(N)``.
+
     Args:
         ens: the model (from ``jaximp.from_catboost``, ``from_xgboost``, ``from_lightgbm`` or
             ``from_sklearn``).
@@ -149,6 +161,17 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
             ``method="interventional"`` and refused by the others. The rows are weighted
             equally and enter only through how many of them reach each leaf, so the cost per
             explained row does not depend on B.
+        model_output: ``"raw"`` (the raw prediction), ``"probability"`` (the sigmoid of a binary
+            classifier's log-odds; a scikit-learn forest classifier's outputs are probabilities
+            already) or ``"log_loss"`` (the row's loss: the log loss of a binary classifier, the
+            squared error of a squared-error regression); the last two with
+            ``method="interventional"``.
+        y: ``[N]`` the rows' labels or targets, needed by ``model_output="log_loss"`` (class
+            labels are matched to the model's classes) and refused otherwise.
+        feature_groups: None, or a list of lists of column names or indices that partition the
+            columns: each group is one player, and the values are the groups' Shapley values,
+            ``f32[N, G]`` in the groups' order (not the sums of their features' values, which
+            are not the group's Shapley value).
         batch_size: rows per device step; None picks one for the device.
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
@@ -162,11 +185,14 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` or ``background`` is not rows.
         ValueError: an unknown ``method`` (or ``"exact"`` for a ``TreeEnsemble``), a
-            ``background`` missing for ``"interventional"`` or given to another method, or rows
-            that do not hold the model's features.
+            ``background`` missing for ``"interventional"`` or given to another method, rows
+            that do not hold the model's features, an unknown ``model_output`` (or one the
+            model has no such output for, such as the probability of a regression), ``y``
+            missing for ``"log_loss"``, given otherwise or of the wrong length, or
+            ``feature_groups`` that overlap, miss a column or name an unknown one.
 
-    Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method); ``ens.leaf_weights``
-    (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
+    Differentiable in: ``ens.leaf_values`` and ``ens.scale`` (every method; the raw output);
+    ``ens.leaf_weights`` (``path_dependent``, ``exact``, ``approximate``: the covers). Piecewise constant in ``X``,
     ``background`` and the splits; see ``jaximp.soft_shap_values`` for gradients in ``X``.
     Rows, background and the model may be traced (``jax.jit``, ``vmap`` over stacked
     ensembles): the call then stays in JAX.
@@ -185,8 +211,9 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
         >>> np.allclose(phi.sum(1) + base, ens.predict(X), rtol=1e-5, atol=1e-3)
         True
     """
+    transform = output_transform(ens, model_output, method, y, "shap_values")
     return _values(ens, X, method=method, background=background, batch_size=batch_size, devices=devices,
-                   fn_name="shap_values", progress=progress)
+                   fn_name="shap_values", progress=progress, transform=transform, y=y, feature_groups=feature_groups)
 
 
 def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
@@ -234,15 +261,24 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
 
 
 def _values(ens: Any, X: Any, *, method: Any, background: Any, batch_size: int | None, devices: Any,
-            fn_name: str, reduce: bool = False, progress: bool = True) -> Any:
+            fn_name: str, reduce: bool = False, progress: bool = True, transform: str = "identity", y: Any = None,
+            feature_groups: Any = None) -> Any:
     """SHAP values ``[N, F(, K)]`` (``[F(, K)]`` for one row given 1-D), or with ``reduce`` their
-    mean |.| ``[F(, K)]``: the layout's plan, then its values."""
+    mean |.| ``[F(, K)]``: the layout's plan, then its values; of the ``transform``-ed output
+    (``jaximp._shap.outputs``)."""
     ens, kernels = layout_kernels(ens, method, background, fn_name)
     X, single = one_row(X, ens, fn_name)
     x, background = _rows(ens, X, background, fn_name)
+    groups = {} if feature_groups is None else {"per_player": True}
+    if groups:
+        ens = grouped(ens, feature_groups, fn_name)
+    if transform != "identity":
+        values = output_values(ens, x, background, y, transform, batch_size=batch_size, devices=devices,
+                               fn_name=fn_name, per_player_values=bool(groups))
+        return first_row(values, single)
     plan = kernels.plan(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
     values = kernels.values(ens, plan, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                            reduce=reduce, progress=progress)
+                            reduce=reduce, progress=progress, **groups)
     return values if reduce else first_row(values, single)
 
 

@@ -1,5 +1,5 @@
-"""Targets from the user, checked once, in the layout the metrics read
-(``jaximp._importances.scoring``): regression values ``f32[N]`` or ``f32[N, K]``, binary 0/1 or
+"""Targets from the user, checked once, in the layout the metrics (``jaximp._importances.scoring``)
+and the loss's SHAP values read: regression values ``f32[N]`` or ``f32[N, K]``, binary 0/1 or
 probabilities ``f32[N]``, multiclass class indices ``i32[N]``; class labels are matched to the
 model's class names.
 
@@ -18,33 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from jaximp._importances.scoring import _CLASSES, _LABEL_SCORERS, _REGRESSION, Task, task_of
 from jaximp._models.ensemble import Ensemble
-
-
-def check_scorer_targets(scoring: Any, y: Any, task: Task, n_classes: int, fn_name: str) -> None:
-    """Targets (checked by :func:`as_targets`) that a named scorer needs: class labels (not
-    probabilities), every class for AUC."""
-    if not isinstance(scoring, str) or isinstance(y, jax.core.Tracer):
-        return
-    needs_labels = task == "binary" and scoring in _LABEL_SCORERS
-    if not (needs_labels or scoring.startswith("roc_auc")):
-        return
-    if _on_device(y):
-        summary = jax.device_get(_summary(y, n_classes))
-        labels, present = bool(summary["whole"]), np.flatnonzero(summary["present"]).tolist()
-    else:
-        labels, present = bool(np.all((y == 0) | (y == 1))), np.unique(y).astype(int).tolist()
-    if needs_labels and not labels:
-        raise ValueError(f"{fn_name}: scoring {scoring!r} needs y to hold class labels, not probabilities")
-    if scoring.startswith("roc_auc"):
-        missing = sorted(set(range(n_classes)) - set(present))
-        if missing:
-            raise ValueError(
-                f"{fn_name}: scoring {scoring!r} needs every class in y; classes {missing} are absent"
-            )
-
-
+from jaximp._models.tasks import CLASSES, REGRESSION, Task, task_of
 
 
 def as_targets(y: Any, ens: Ensemble, n_rows: int, fn_name: str) -> np.ndarray:
@@ -70,13 +45,13 @@ def as_targets(y: Any, ens: Ensemble, n_rows: int, fn_name: str) -> np.ndarray:
         return _traced_targets(y, ens, task, n_rows, fn_name)
     if hasattr(y, "to_numpy"):  # pandas / polars Series or DataFrame
         y = y.to_numpy()
-    if _on_device(y):
+    if targets_on_device(y):
         return _device_targets(_shaped(y, ens, task, n_rows, fn_name), ens, task, fn_name)
     y = _shaped(np.asarray(y), ens, task, n_rows, fn_name)
-    if task in _CLASSES and ens.class_names:
+    if task in CLASSES and ens.class_names:
         return _class_indices(y, ens.class_names, task, fn_name)
     if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
-        names = "" if task in _REGRESSION else " (the model has no class names)"
+        names = "" if task in REGRESSION else " (the model has no class names)"
         raise TypeError(f"{fn_name}: y must hold numbers for a {task} model{names}; got dtype {y.dtype}")
     y = y.astype(np.float64)
     if not np.all(np.isfinite(y)):
@@ -136,12 +111,12 @@ def _same_label(label: Any, name: Any) -> bool:
     return str(label) == str(name)
 
 
-def _on_device(y: Any) -> bool:
+def targets_on_device(y: Any) -> bool:
     return isinstance(y, jax.Array) and not isinstance(y, jax.core.Tracer)
 
 
 @jax.jit(static_argnames="n_classes")
-def _summary(y: Array, n_classes: int = 0) -> dict:
+def target_summary(y: Array, n_classes: int = 0) -> dict:
     """What the checks read of device targets: a few numbers, never the targets."""
     finite = jnp.isfinite(y)
     shown = jnp.where(finite, y, 0)
@@ -175,13 +150,13 @@ def _device_targets(y: Array, ens: Ensemble, task: Task, fn_name: str) -> Array:
     if not (jnp.issubdtype(y.dtype, jnp.number) or y.dtype == bool):
         raise TypeError(f"{fn_name}: y must hold numbers; got dtype {y.dtype}")
     y = y.astype(jnp.result_type(float, y))
-    if task in _CLASSES and ens.class_names:
+    if task in CLASSES and ens.class_names:
         names = _numeric_names(ens.class_names, fn_name)
         index, known = _device_class_indices(y, jax.device_put(names.astype(y.dtype), list(y.devices())[0]))
         if not jax.device_get(known):
             raise ValueError(f"{fn_name}: y must hold the model's class labels {list(ens.class_names)}")
         return index.astype(jnp.float32) if task == "binary" else index
-    summary = jax.device_get(_summary(y))
+    summary = jax.device_get(target_summary(y))
     if not summary["finite"]:
         raise ValueError(f"{fn_name}: y must be finite; got {int(summary['bad'])} NaN/inf values")
     if task == "binary" and not (summary["low"] >= 0 and summary["high"] <= 1):
