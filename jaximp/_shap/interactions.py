@@ -215,7 +215,9 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     values = squeeze_outputs(values, k)
     if not reduce:
         values = first_row(values, single)
-    baseline = trees.expected(ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    digest = rows_digest(background) if method == "interventional" else None  # the background's mean, kept
+    baseline = kept(ens, ("baseline", digest), lambda: trees.expected(
+        ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name), keep=digest is not None)
     return Interactions(listed, values, baseline, index, order, tuple(names))
 
 
