@@ -82,8 +82,8 @@ def output_values(ens: Ensemble, x: Any, background: Any, y: Any, transform: str
     rows' targets ``y`` for a loss (else None). Where the rows are."""
     model = general_trees(ens, fn_name)
     n = x.shape[0]
-    margin_x = _margins(model, x, batch_size, devices, fn_name)
-    margin_b = _margins(model, background, batch_size, devices, fn_name)
+    margin_x, margin_b = (predict_rows(model, rows, batch_size=batch_size, devices=devices, progress=False,
+                                       fn_name=fn_name) for rows in (x, background))  # f32[n]: one output
     on_host = isinstance(margin_x, np.ndarray)
     target = as_targets(y, ens, n, fn_name) if y is not None else (np.zeros(n, np.float32) if on_host
                                                                    else jnp.zeros_like(margin_x))
@@ -99,7 +99,3 @@ def output_values(ens: Ensemble, x: Any, background: Any, y: Any, transform: str
     out = per_player(squeeze_outputs(values, 1), players, model.n_players, axis=1)  # [N, P]
     return out if per_player_values else to_columns(model, out, axis=1)
 
-
-def _margins(ens: Ensemble, rows: Any, batch_size: int | None, devices: Any, fn_name: str) -> Any:
-    """``f32[n]`` the raw predictions of one-output ``ens`` on checked rows, where they are."""
-    return predict_rows(ens, rows, batch_size=batch_size, devices=devices, progress=False, fn_name=fn_name)
