@@ -187,10 +187,12 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     X, single = one_row(X, ens, fn_name)
     x = as_features(X, ens, fn_name)
     k = ens.n_outputs
+    digest = None  # the background's key: its tables and mean are kept for the next call with it
     if method == "interventional":
         background = as_features(background, ens, fn_name, "background")
+        digest = rows_digest(background)
         plan, tables, spec, subsets = interventional_plan(ens, background, x, index, order, batch_size=batch_size,
-                                                           devices=devices, fn_name=fn_name)
+                                                           devices=devices, fn_name=fn_name, digest=digest)
     else:
         weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
         plan = kernel_plan(ens, "path", weights, x=x, devices=devices, fn_name=fn_name,
@@ -215,7 +217,6 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
     values = squeeze_outputs(values, k)
     if not reduce:
         values = first_row(values, single)
-    digest = rows_digest(background) if method == "interventional" else None  # the background's mean, kept
     baseline = kept(ens, ("baseline", digest), lambda: trees.expected(
         ens, method, background, x=x, batch_size=batch_size, devices=devices, fn_name=fn_name), keep=digest is not None)
     return Interactions(listed, values, baseline, index, order, tuple(names))
@@ -229,13 +230,14 @@ def kept_subsets(ens: TreeEnsemble, plan: ShapPlan, order: int, keep: bool) -> A
 
 def interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str, order: int, *,
                         batch_size: int | None, devices: Any, fn_name: str, transform: str = "",
-                        margins: Any = None) -> tuple:
+                        margins: Any = None, digest: str | None = None) -> tuple:
     """``(plan, tables, spec, subsets)`` of the interventional game over the checked
     background rows: an "interventional" plan whose buckets of at most ``MAX_TABLE_DEPTH``
     slots read per-leaf family tables built from the background's pattern histograms
     (``jaximp._shap.index_background``), the others the background in blocks. With a
     ``transform``, every bucket pairs rows with the background, whose raw predictions
-    ``margins f32[B]`` go in its blocks (the pairs' rescale factors)."""
+    ``margins f32[B]`` go in its blocks (the pairs' rescale factors). The tables are kept under
+    the background's ``digest`` (``jaximp._models.cache.rows_digest``; None: not kept)."""
     k, b_rows = ens.n_outputs, len(background)
 
     def width(d):
@@ -268,9 +270,8 @@ def interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str, 
                           interventional_tables(histogram, rules=rules, order=order, d=b.depth, values=how == "values"))
         return tuple(tables)
 
-    digest = rows_digest(background) if tabled else None  # the same background again: the kept tables
     how = ("interventional tables", plan.kind, spec, digest, tuple(p.leaves.shape for p in plan.arrays.parts))
-    tables = kept(ens, how, build, keep=digest is not None)
+    tables = kept(ens, how, build, keep=tabled and digest is not None)
     return plan, tables, spec, subsets
 
 
