@@ -26,6 +26,7 @@ from oracles import assert_close, exact_indices, oblivious_trees, tiny_model
 
 import jaximp
 from jaximp import banzhaf_values, interaction_importance, interaction_values
+from jaximp._shap import interactions
 
 slow = pytest.mark.slow
 
@@ -267,6 +268,21 @@ def test_interaction_importance_is_the_mean_absolute_value(xgboost_model):
         values = interaction_values(fitted.ens, x, index=index, order=2)
         assert mean_abs.subsets == values.subsets
         assert_close(mean_abs.values, np.abs(values.values).mean(0))
+
+
+def test_interaction_importance_holds_one_step_of_values(xgboost_model, monkeypatch):
+    """Every index, k-SII too (aggregated from SII within each step), is reduced step by step:
+    no call holds the ``[N, M]`` values, and the sum does not depend on the steps."""
+    fitted, x = xgboost_model
+    rows = np.repeat(x, 700 // len(x) + 1, axis=0)[:700]
+    whole = interaction_importance(fitted.ens, rows, index="k-SII", order=2)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("interaction_importance mapped every row")
+    monkeypatch.setattr(interactions, "map_rows", refused)
+    for batch_size in (None, 256):
+        stepped = interaction_importance(fitted.ens, rows, index="k-SII", order=2, batch_size=batch_size)
+        np.testing.assert_array_equal(stepped.values, whole.values)
 
 
 # Layouts of the result ---------------------------------------------------------------------------------------------

@@ -148,11 +148,29 @@ def _largest_order(ens: TreeEnsemble) -> int:
     return int(players.max(initial=0)) if players is not None else ens.depth
 
 
-@functools.partial(jax.jit, static_argnames="n_subsets")
 def _aggregated(values: Array, target: Array, source: Array, weight: Array, *, n_subsets: int) -> Array:
-    """k-SII ``f32[N, M, K]`` from SII ``values f32[N, M, K]`` (``jaximp._shap.indices.aggregation_pairs``)."""
-    moved = weight[:, None, None].astype(values.dtype) * jnp.moveaxis(values, 1, 0)[source]  # [nnz, N, K]
+    """k-SII ``f32[n, M, K]`` from SII ``values f32[n, M, K]`` (``jaximp._shap.indices.aggregation_pairs``)."""
+    moved = weight[:, None, None].astype(values.dtype) * jnp.moveaxis(values, 1, 0)[source]  # [nnz, n, K]
     return jnp.moveaxis(jax.ops.segment_sum(moved, target, n_subsets), 0, 1)
+
+
+_aggregated_jit = jax.jit(_aggregated, static_argnames="n_subsets")
+
+
+def _aggregate(values: Any, pairs: tuple[np.ndarray, ...], n_subsets: int) -> Any:
+    """k-SII from SII values ``[N, M, K]``, where the values are."""
+    out = _aggregated_jit(jnp.asarray(values), *(jax.device_put(a) for a in pairs), n_subsets=n_subsets)
+    return np.asarray(out) if isinstance(values, np.ndarray) else out
+
+
+def _k_sii_kernel(params: tuple, x: Array, *, block: int, kind: Any, step_rows: int, spec: Any,
+                  features_first: bool = False) -> Array:
+    """k-SII ``f32[n, M, K]`` of a step's rows: SII from :func:`index_kernel` (``params[:4]``)
+    aggregated in the step by ``params[4:] = (target, source, weight)``, so that no call holds
+    more than a step's SII."""
+    sii = index_kernel(params[:4], x, block=block, kind=kind, step_rows=step_rows, spec=spec,
+                       features_first=features_first)
+    return _aggregated(sii, *params[4:], n_subsets=sii.shape[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,13 +222,18 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
         spec = index_spec(base_index(index), order, plan.kind, subsets.count, reads)
         tables = kept(ens, ("index tables", plan.kind, spec, tuple(p.leaves.shape for p in plan.arrays.parts)),
                       lambda: path_tables(plan.arrays.parts, kind=plan.kind, spec=spec), keep=keep)
-    run = mean_abs_rows if reduce and index != "k-SII" else map_rows
-    values = run(index_kernel, (ens, plan.arrays, subsets.ids, tables), x, batch_size=batch_size, devices=devices,
-                 fn_name=fn_name, row_floats=subsets.count * k, progress=False, kind=plan.kind,
-                 step_rows=plan.step_rows, spec=spec, **({} if reduce else {"small_step_rows": 1}))
-    if index == "k-SII":
-        pairs = aggregation_pairs(list(subsets.by_size), ens.n_players)
-        values = _aggregate(values, pairs, subsets.count, reduce)
+    kernel, params = index_kernel, (ens, plan.arrays, subsets.ids, tables)
+    pairs = aggregation_pairs(list(subsets.by_size), ens.n_players) if index == "k-SII" else None
+    if pairs is not None:
+        pairs = tuple(a.astype(np.float32) if a.dtype == np.float64 else a for a in pairs)
+    if reduce and pairs is not None:  # aggregated in each step: no call holds more than a step's SII
+        kernel, params = _k_sii_kernel, params + pairs
+    run = mean_abs_rows if reduce else map_rows
+    values = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
+                 row_floats=subsets.count * k, progress=False, kind=plan.kind, step_rows=plan.step_rows, spec=spec,
+                 **({} if reduce else {"small_step_rows": 1}))
+    if not reduce and pairs is not None:  # aggregated where the values are, in one program (faster than per step)
+        values = _aggregate(values, pairs, subsets.count)
     listed, order_of = _listed(subsets.by_size, columns)
     if order_of is not None:
         values = values[:, order_of] if not reduce else values[order_of]
@@ -288,17 +311,6 @@ def _listed(by_size: tuple[np.ndarray, ...], columns: np.ndarray | None) -> tupl
     orders = [np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, np.int64) for rows in mapped]
     listed = tuple(tuple(int(i) for i in row) for rows, o in zip(mapped, orders) for row in rows[o])
     return listed, np.concatenate([start + o for start, o in zip(offsets, orders)]).astype(np.int32)
-
-
-def _aggregate(values: Any, pairs: tuple[np.ndarray, ...], n_subsets: int, reduce: bool) -> Any:
-    """k-SII from SII values ``[N, M, K]`` (``reduce``: then their mean |.| over rows), where
-    the values are."""
-    host = isinstance(values, np.ndarray)
-    target, source, weight = (jax.device_put(a.astype(np.float32) if a.dtype == np.float64 else a) for a in pairs)
-    out = _aggregated(jnp.asarray(values), target, source, weight, n_subsets=n_subsets)
-    if reduce:
-        out = jnp.mean(jnp.abs(out), axis=0)
-    return np.asarray(out) if host else out
 
 
 def shap_interactions(ens: Ensemble, X: Any, *, method: str, background: Any, batch_size: int | None,
@@ -389,7 +401,7 @@ def interaction_importance(ens: Ensemble, X: Any, *, index: str = "k-SII", order
                            method: str = "path_dependent", background: Any = None, feature_groups: Any = None,
                            batch_size: int | None = None, devices: Any = None) -> Interactions:
     """The mean absolute index of every subset over the rows ``X``, summed on the device
-    without holding the ``[N, M]`` values (k-SII holds a step's SII to aggregate it).
+    without holding the ``[N, M]`` values: memory is one step's values.
 
     Args:
         ens: the model.
