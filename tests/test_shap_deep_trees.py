@@ -31,6 +31,7 @@ from oracles import (
 )
 
 import jaximp
+from jaximp._models.cache import model_cache
 from jaximp._rows import tuning
 from jaximp._rows.tuning import CPU
 
@@ -263,6 +264,9 @@ def test_deep_oblivious_models_against_catboost(kind, categorical):
     want = model.get_feature_importance(catboost.Pool(x, cat_features=["c"] if categorical else None),
                                         type="ShapValues")
     assert_close(jaximp.shap_values(ens, x), want[:, :-1])
+    before = model_cache().info()
+    jaximp.shap_values(ens, x)  # the general trees and their plan are kept with the model
+    assert model_cache().info().builds == before.builds
     assert_close(np.reshape(jaximp.expected_value(ens), -1), want[:1, -1])
     pairs = model.get_feature_importance(catboost.Pool(x[:4], cat_features=["c"] if categorical else None),
                                          type="ShapInteractionValues")

@@ -1,15 +1,16 @@
 """The permutations of permutation importance, drawn on the device.
 
-Repeat ``r`` of a call draws from ``jax.random.fold_in(key, r)``: a permutation of the N rows
-when all are scored, else ``n_sub`` of them without replacement (in row order) and a
-permutation of those. The draws depend only on the key, R, N and ``n_sub``, never on the batch
+Repeat ``r`` of a call draws a permutation of the N rows when all are scored, else ``n_sub``
+of them without replacement (in row order) and a permutation of those, from the key and the
+repeat's own streams. The draws depend only on the key, R, N and ``n_sub``, never on the batch
 size, the devices or the platform.
 
 A permutation is a keyed bijection of ``[0, 4**h)`` (the smallest power of four at least N), the
 values under N kept in order: the bijective shuffle of Mitchell, Stokes, Frank and Holmes,
 "Bandwidth-optimal random shuffling for GPUs" (ACM TOPC 2022), with a balanced Feistel network
 (Luby and Rackoff 1988) of :data:`_ROUNDS` rounds as the bijection, whose round function is a
-multiply-xorshift mix keyed by ``jax.random`` bits (Black and Rogaway, "Ciphers with arbitrary
+multiply-xorshift mix (the finalizer of MurmurHash3) keyed by round keys mixed from the key's
+data and the stream (Black and Rogaway, "Ciphers with arbitrary
 finite domains", 2002, for keeping the values of a domain). It costs a few integer operations and
 one stream compaction per element: no sort, which takes XLA about ten times as long on a CPU
 and is not bandwidth-bound on a GPU.
@@ -36,12 +37,23 @@ def _mix(x: Array, key: Array) -> Array:
     return x ^ (x >> 13)
 
 
-def permutation(key: Array, n: int) -> Array:
-    """``i32[n]`` a pseudo-random permutation of ``0..n-1`` drawn from ``key`` (traceable; ``n``
-    static)."""
+def _round_keys(key: Array, stream: Array | int) -> Array:
+    """``u32[_ROUNDS]`` the Feistel round keys of ``stream`` (a ``u32`` counter) under ``key``:
+    the stream's counters mixed with each word of the key's data (any ``jax.random``
+    implementation), a few integer operations rather than a ``jax.random`` draw, whose program
+    takes a first call more time to prepare than the whole shuffle."""
+    x = jnp.arange(_ROUNDS, dtype=jnp.uint32) + jnp.asarray(stream, jnp.uint32) * jnp.uint32(_ROUNDS)
+    for word in jax.random.key_data(key).reshape(-1).astype(jnp.uint32):
+        x = _mix(x, word)
+    return _mix(x, jnp.uint32(0x27D4EB2F))
+
+
+def permutation(key: Array, n: int, stream: Array | int = 0) -> Array:
+    """``i32[n]`` a pseudo-random permutation of ``0..n-1`` drawn from ``key`` and ``stream``
+    (traceable; ``n`` static)."""
     half = max(1, -(-(n - 1).bit_length() // 2))  # bits of each Feistel half
     mask = jnp.uint32((1 << half) - 1)
-    round_keys = jax.random.bits(key, (_ROUNDS,), jnp.uint32)
+    round_keys = _round_keys(key, stream)
     i = jnp.arange(1 << (2 * half), dtype=jnp.uint32)
     left, right = i >> half, i & mask
     for r in range(_ROUNDS):  # a fixed number of elementwise rounds, unrolled
@@ -53,16 +65,24 @@ def permutation(key: Array, n: int) -> Array:
 @functools.partial(jax.jit, static_argnames=("repeats", "n", "n_sub"))
 def row_draws(key: Array, repeats: int, n: int, n_sub: int) -> tuple[Array, Array]:
     """``(take i32[R, n_sub], source i32[R, n_sub])``: per repeat, the rows scored (in order) and,
-    for each, the row whose values it receives, drawn on the key's device."""
+    for each, the row whose values it receives, drawn on the key's device (repeat ``r`` from the
+    streams ``2 r`` and ``2 r + 1``)."""
     def one(r):
-        k = jax.random.fold_in(key, r)
         if n_sub == n:
-            return jnp.arange(n, dtype=jnp.int32), permutation(k, n)
-        choose, shuffle = jax.random.split(k)
-        rows = jnp.nonzero(permutation(choose, n) < n_sub, size=n_sub)[0].astype(jnp.int32)
-        return rows, rows[permutation(shuffle, n_sub)]
+            return jnp.arange(n, dtype=jnp.int32), permutation(key, n, 2 * r)
+        rows = jnp.nonzero(permutation(key, n, 2 * r) < n_sub, size=n_sub)[0].astype(jnp.int32)
+        return rows, rows[permutation(key, n_sub, 2 * r + 1)]
 
     return jax.vmap(one)(jnp.arange(repeats, dtype=jnp.uint32))
+
+
+def _seeded(seed: int) -> Array:
+    """``jax.random.key(seed)`` for a seed below ``2**32``; for JAX's default threefry keys, the
+    key's words ``[0, seed]`` wrapped directly (the same key, without compiling a seeding
+    program on a first call)."""
+    if jax.config.jax_default_prng_impl != "threefry2x32":
+        return jax.random.key(seed)
+    return jax.random.wrap_key_data(jax.device_put(np.array([0, seed], np.uint32)))
 
 
 def as_key(random_state: Any, fn_name: str) -> Array:
@@ -81,7 +101,7 @@ def as_key(random_state: Any, fn_name: str) -> Array:
             raise ValueError(f"{fn_name}: random_state must be an int in [0, 2**64); got {random_state}")
         seed = int(random_state)
         with jax.transfer_guard("allow"):  # the seed, put on the device on purpose
-            key = jax.random.key(seed & 0xFFFFFFFF)
+            key = _seeded(seed & 0xFFFFFFFF)
             return key if seed < 2**32 else jax.random.fold_in(key, seed >> 32)
     if isinstance(random_state, jax.Array):
         if jnp.issubdtype(random_state.dtype, jax.dtypes.prng_key) and random_state.shape == ():

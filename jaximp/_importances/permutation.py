@@ -171,9 +171,9 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
     permuted, and every one-hot value and CTR that reads it moves with it.
 
     Randomness: repeat ``r`` uses one permutation of the rows for every feature or group (as
-    scikit-learn, whose features share their permutations), drawn on the device from
-    ``jax.random.fold_in(key, r)`` by a keyed bijective shuffle (a Feistel network; Mitchell et
-    al., "Bandwidth-optimal random shuffling for GPUs", 2022); the result depends only on
+    scikit-learn, whose features share their permutations), drawn on the device from the key
+    (``jax.random.key(random_state)``) and ``r`` by a keyed bijective shuffle (a Feistel network;
+    Mitchell et al., "Bandwidth-optimal random shuffling for GPUs", 2022); the result depends only on
     ``random_state``, never on ``batch_size``, ``devices`` or the platform. scikit-learn's own random
     permutations cannot be reproduced, so the two agree within sampling error.
 

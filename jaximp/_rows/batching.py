@@ -210,8 +210,7 @@ def _steps(kernel, params, rows, batch_size, devices, fn_name, static, reduce, r
         rows = jax.tree_util.tree_map(lambda a: on_mesh(a, mesh, axis), rows)
 
         def cut(start, step):
-            first, take = jax.device_put(np.int32(start), params_sharding), device_step(mesh, axis, step)
-            return jax.tree_util.tree_map(lambda a: take(a, first), rows)
+            return device_step(mesh, axis, step)(rows, jax.device_put(np.int32(start), params_sharding))
     else:
         def cut(start, step):
             index = (slice(None),) * axis + (slice(start, start + step),)

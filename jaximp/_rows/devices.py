@@ -124,16 +124,19 @@ def _zero_padded(a: Array, *, missing: int, axis: int) -> Array:
 
 @functools.cache
 def device_step(mesh: Mesh, axis: int, step: int) -> Callable:
-    """``(a, start) -> step`` rows of the device array ``a`` along ``axis`` from ``start`` (a
-    device scalar), zero past its end, split over ``mesh`` along those rows: one program for every
-    step of an array's shape, and no value read from or sent by the host."""
-    spec = PartitionSpec(*(None,) * axis, ROW_AXIS)
+    """``(rows, start) -> step`` rows of each device array of the pytree ``rows`` along
+    ``axis`` from ``start`` (a device scalar), zero past their end, split over ``mesh`` along
+    those rows: one program for every step of the rows' shapes, and no value read from or sent
+    by the host."""
+    return functools.partial(_taken, step=step, axis=axis,
+                             sharding=NamedSharding(mesh, PartitionSpec(*(None,) * axis, ROW_AXIS)))
 
-    def take(a: Array, start: Array) -> Array:
-        index = start + jnp.arange(step, dtype=jnp.int32)
-        return jnp.take(a, index, axis=axis, mode="fill", fill_value=0)
 
-    return jax.jit(take, out_shardings=NamedSharding(mesh, spec))
+@functools.partial(jax.jit, static_argnames=("step", "axis", "sharding"))
+def _taken(rows: Any, start: Array, *, step: int, axis: int, sharding: NamedSharding) -> Any:
+    index = start + jnp.arange(step, dtype=jnp.int32)
+    taken = jax.tree_util.tree_map(lambda a: jnp.take(a, index, axis=axis, mode="fill", fill_value=0), rows)
+    return jax.lax.with_sharding_constraint(taken, sharding)
 
 
 def joined(outs: tuple, *, n: int, axis: int, dtype: Any, home: jax.Device | None = None) -> Any:

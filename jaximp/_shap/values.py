@@ -38,11 +38,10 @@ from jax import Array
 
 from jaximp._models.ensemble import Ensemble, check_model
 from jaximp._models.groups import grouped
-from jaximp._models.trees import from_oblivious
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
-from jaximp._shap.interactions import shap_interactions
+from jaximp._shap.interactions import general_trees, shap_interactions
 from jaximp._shap.outputs import output_transform, output_values
 from jaximp._shap.trees import check_method
 
@@ -82,14 +81,14 @@ METHODS = oblivious.METHODS
 
 def general(ens: Any, method: Any = "path_dependent", fn_name: str = "shap_values") -> Any:
     """An oblivious model deeper than its SHAP tables allow as the equivalent ``TreeEnsemble``
-    (``jaximp._models.trees.from_oblivious``: CatBoost's numbers, at a cost growing as ``2**D``);
-    any other model unchanged."""
+    (``jaximp._models.trees.from_oblivious``: CatBoost's numbers, at a cost growing as ``2**D``),
+    kept with the model for its next call; any other model unchanged."""
     if check_model(ens, fn_name) != "oblivious" or ens.depth <= oblivious.MAX_DEPTH:
         return ens
     if method == "exact":
         raise ValueError(f"{fn_name}: method='exact' needs ens.depth <= {oblivious.MAX_DEPTH} (its tables "
                          f"grow as 4**depth); got {ens.depth}: use 'path_dependent' or 'interventional'")
-    return from_oblivious(ens)
+    return general_trees(ens, fn_name)
 
 
 def layout_kernels(ens: Any, method: Any, background: Any, fn_name: str) -> tuple[Ensemble, ShapKernels]:
