@@ -3,11 +3,13 @@ has an API entry, every notebook is a page, every link resolves; and the README 
 
 from __future__ import annotations
 
+import ast
 import html.parser
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -41,6 +43,109 @@ def test_every_public_name_has_an_api_entry(site):
              + ["jaximp.Explainer.__call__", "jaximp.ObliviousEnsemble.predict", "jaximp.TreeEnsemble.predict"])
     missing = [name for name in names if f'id="{name}"' not in page]
     assert not missing, f"no API reference entry for {missing}"
+
+
+# Words of prose, never of a type: a Returns section that starts with a sentence holding a colon has
+# the sentence's start taken as its type.
+_PROSE = {"a", "an", "and", "as", "else", "for", "if", "in", "is", "of", "on", "or", "the", "when", "with"}
+_TYPE_NODES = (ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.BinOp, ast.BitOr, ast.Constant,
+               ast.Tuple, ast.List, ast.Load)
+
+
+def _type_problem(text: str | None) -> str | None:
+    """Why a Returns/Yields cell's type text is not a type expression (``np.ndarray | jax.Array``,
+    ``tuple[int, ...]``, ``Interactions``), or None."""
+    if not text:
+        return "no type"
+    if "`" in text:
+        return "a backtick"
+    if text in ("Any", "typing.Any"):  # a section without its type shows the signature's annotation
+        return "Any says nothing: name the type"
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return "not a Python expression"
+    if isinstance(tree.body, ast.Tuple):
+        return "a comma outside brackets"
+    for node in ast.walk(tree):
+        if not isinstance(node, _TYPE_NODES) or (isinstance(node, ast.BinOp) and not isinstance(node.op, ast.BitOr)):
+            return f"a {type(node).__name__} node"
+        if isinstance(node, (ast.Name, ast.Attribute)) and (node.id if isinstance(node, ast.Name)
+                                                            else node.attr).lower() in _PROSE:
+            return "a word of prose"
+    return None
+
+
+def _rendered_objects() -> list[tuple[str, object]]:
+    """``(path, griffe object)`` of everything notebooks/api.md renders, loaded as mkdocstrings loads it
+    (the handler's paths, docstring style and options from mkdocs.yml; each ``:::`` block's own
+    options over them): the ``:::`` identifiers, their members kept by ``filters`` (or an explicit
+    ``members`` list), inherited ones with ``inherited_members``, recursively."""
+    import griffe
+    from mkdocs.utils.yaml import yaml_load
+
+    config = yaml_load((ROOT / "mkdocs.yml").read_text())
+    plugin = next(p["mkdocstrings"] for p in config["plugins"] if isinstance(p, dict) and "mkdocstrings" in p)
+    python = plugin["handlers"]["python"]
+    options = python["options"]
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT / path) for path in python.get("paths", ["."])],
+                                 docstring_parser=griffe.Parser(options["docstring_style"]),
+                                 docstring_options=options.get("docstring_options", {}))
+    blocks = re.findall(r"^::: (\S+)\n((?:[ \t]+.*\n)*)", (ROOT / "notebooks" / "api.md").read_text(), flags=re.M)
+    for identifier, _ in blocks:
+        loader.load(identifier.split(".")[0])
+    loader.resolve_aliases(implicit=False, external=False)
+
+    def keep(name: str, filters: list[str]) -> bool:  # mkdocstrings-python's rule
+        kept, rules = None, set()
+        for rule in filters:
+            rules.add(rule.startswith("!"))
+            if re.search(rule.removeprefix("!"), name):
+                kept = not rule.startswith("!")
+        return rules != {False} if kept is None else kept
+
+    found: list[tuple[str, object]] = []
+
+    def walk(path: str, obj, opts: dict, members: list[str] | None) -> None:
+        obj = obj.final_target if obj.is_alias else obj
+        found.append((path, obj))
+        if obj.is_class or obj.is_module:
+            children = obj.all_members if obj.is_class and opts.get("inherited_members") else obj.members
+            for name, member in children.items():
+                if (name in members) if members is not None else keep(name, opts.get("filters", [])):
+                    walk(f"{path}.{name}", member, opts, None)
+
+    for identifier, block in blocks:
+        own = (yaml_load(textwrap.dedent(block)) or {}).get("options", {}) if block.strip() else {}
+        opts = {**options, **own}
+        members = opts.get("members") if isinstance(opts.get("members"), list) else None
+        walk(identifier, loader.modules_collection[identifier], opts, members)
+    return found
+
+
+def test_every_returns_section_starts_with_its_type():
+    """With ``returns_multiple_items: false`` and ``returns_named_value: false`` (mkdocs.yml), the API
+    reference's Type column of a Returns (Yields) section is the text before the section's first
+    colon: each section starts ``Type: description`` with a real type, not a sentence holding a
+    colon (whose start, backticks and all, would fill the Type cell)."""
+    objects = _rendered_objects()
+    paths = {path for path, _ in objects}
+    assert {"jaximp.from_catboost", "jaximp.ObliviousEnsemble.predict", "jaximp.Explainer.__call__",
+            "jaximp.dask.shap_values", "jaximp.plots.summary"} <= paths, "the API reference's objects were not found"
+    bad, sections = [], 0
+    for path, obj in objects:
+        for section in obj.docstring.parsed if obj.docstring else []:
+            if section.kind.value not in ("returns", "yields"):
+                continue
+            sections += 1
+            for item in section.value:
+                text = None if item.annotation is None else str(item.annotation)
+                problem = _type_problem(text)
+                if problem:
+                    bad.append(f"{path} ({obj.relative_filepath}:{obj.docstring.lineno}): "
+                               f"{section.kind.value.capitalize()} type {text!r}: {problem}")
+    assert sections > 20, f"only {sections} Returns/Yields sections found"
+    assert not bad, "Returns/Yields sections whose type cell is not a type:\n" + "\n".join(bad)
 
 
 def test_every_notebook_is_a_page(site):

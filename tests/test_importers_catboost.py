@@ -218,3 +218,21 @@ def test_text_features_are_refused():
     model.fit(frame, np.arange(80) % 2)
     with pytest.raises(ValueError, match="text features, which jaximp does not support"):
         jaximp.from_catboost(model)
+
+
+@pytest.mark.parametrize("grow_policy", ["SymmetricTree", "Depthwise"])
+def test_embedding_features_are_refused(grow_policy, tmp_path):
+    """A model with embedding features (the ``.cbm`` part "embed_process...") is refused as
+    unsupported, read from the object and from its file alike, not as a damaged file."""
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((80, 4))
+    frame = pd.DataFrame({"e": list(vectors), "f": np.arange(80.0)})
+    model = catboost.CatBoostClassifier(iterations=2, verbose=0, allow_writing_files=False, grow_policy=grow_policy,
+                                        embedding_features=["e"])
+    model.fit(frame, (vectors[:, 0] > 0).astype(int))
+    path = tmp_path / "model.cbm"
+    model.save_model(str(path))
+    for source in (model, str(path)):
+        with pytest.raises(ValueError, match=r"uses embedding features, which jaximp does not support") as info:
+            jaximp.from_catboost(source)
+        assert "text" not in str(info.value)

@@ -43,7 +43,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
             ``$XDG_CACHE_HOME/jaximp/jax`` (``~/.cache/jaximp/jax``).
 
     Returns:
-        The directory used, a ``pathlib.Path``.
+        Path: the directory used, a ``pathlib.Path``.
 
     Raises:
         OSError: the directory cannot be created.

@@ -102,8 +102,8 @@ def predict(ens: Any, X: Any) -> da.Array:
             names, categorical columns raw).
 
     Returns:
-        ``f32[N]`` when K == 1, else ``f32[N, K]``: a dask array, chunked as the rows (chunk
-            sizes unknown for a DataFrame whose partition lengths are unknown).
+        dask.array.Array: ``f32[N]`` when K == 1, else ``f32[N, K]``: a dask array, chunked as the
+            rows (chunk sizes unknown for a DataFrame whose partition lengths are unknown).
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
@@ -135,7 +135,8 @@ def leaf_indices(ens: Any, X: Any, *, dtype: Any = np.int32) -> da.Array:
             trees of at most 256 leaves), as for ``jaximp.leaf_indices``.
 
     Returns:
-        ``i32[N, T]`` (of ``dtype`` when given): a dask array, chunked as the rows.
+        dask.array.Array: ``i32[N, T]`` (of ``dtype`` when given): a dask array, chunked as the
+            rows.
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame, or ``dtype`` not an integer type.
@@ -171,7 +172,8 @@ def shap_values(ens: Any, X: Any, *, method: str = "path_dependent", background:
         background: ``[B, F]`` background rows (in memory) for ``method="interventional"``.
 
     Returns:
-        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``: a dask array, chunked as the rows.
+        dask.array.Array: ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``: a dask array, chunked as
+            the rows.
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
@@ -209,7 +211,7 @@ def shap_importance(ens: Any, X: Any, *, method: str = "path_dependent", backgro
         **compute_kwargs: passed to ``dask.compute`` (``scheduler=``, ...).
 
     Returns:
-        ``f32[F]`` when K == 1, else ``f32[F, K]``: a NumPy array.
+        np.ndarray: ``f32[F]`` when K == 1, else ``f32[F, K]``: a NumPy array.
 
     Raises:
         TypeError: ``X`` is not a dask array or DataFrame.
@@ -288,9 +290,8 @@ def permutation_importance(ens: Any, X: Any, y: Any, *, scoring: Any = None, n_r
         **compute_kwargs: passed to ``dask.compute`` (``scheduler=``, ...).
 
     Returns:
-        result (sklearn.utils.Bunch): ``importances_mean f64[F]``, ``importances_std f64[F]``
-            and ``importances f64[F, R]``, NumPy arrays; G in place of F with
-            ``feature_groups``.
+        sklearn.utils.Bunch: ``importances_mean f64[F]``, ``importances_std f64[F]`` and
+            ``importances f64[F, R]``, NumPy arrays; G in place of F with ``feature_groups``.
 
     Raises:
         TypeError: ``X`` is not a 2-d dask array or DataFrame, or an argument of the wrong type.

@@ -150,11 +150,11 @@ def get_feature_importance(
         log_cerr: CatBoost's error log stream; accepted for compatibility.
 
     Returns:
-        CatBoost's layout of the type (see above), as float64 NumPy arrays: ``f64[F]`` for the
-            importances per feature, ``f64[N, F+1]`` / ``f64[N, K, F+1]`` for ShapValues,
-            ``f64[N, F+1, F+1]`` / ``f64[N, K, F+1, F+1]`` for ShapInteractionValues,
-            ``f64[n_pairs, 3]`` for Interaction; with ``prettified=True``, CatBoost's pandas
-            DataFrames.
+        np.ndarray | pd.DataFrame: CatBoost's layout of the type (see above), as float64 NumPy
+            arrays: ``f64[F]`` for the importances per feature, ``f64[N, F+1]`` / ``f64[N, K, F+1]``
+            for ShapValues, ``f64[N, F+1, F+1]`` / ``f64[N, K, F+1, F+1]`` for
+            ShapInteractionValues, ``f64[n_pairs, 3]`` for Interaction; with ``prettified=True``,
+            CatBoost's pandas DataFrames.
 
     Raises:
         TypeError: ``model`` is not a model, a path or an ensemble; arguments of a wrong type.

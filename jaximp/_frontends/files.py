@@ -222,8 +222,8 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
         devices: None (default device), an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        The mean ``|SHAP|`` of every feature over all rows (NumPy ``f32[F]``, ``f32[F, K]`` when
-            K > 1; float64 for a float64 model under ``jax_enable_x64``), as
+        np.ndarray: the mean ``|SHAP|`` of every feature over all rows (NumPy ``f32[F]``,
+            ``f32[F, K]`` when K > 1; float64 for a float64 model under ``jax_enable_x64``), as
             [`jaximp.shap_importance`][jaximp.shap_importance] of all rows.
 
     Raises:

@@ -153,7 +153,7 @@ def importance(values: Any, feature_names: Sequence[str] | None, *, ax: Any = No
         xlabel: the x-axis label; None: one naming what is drawn.
 
     Returns:
-        The matplotlib Axes.
+        matplotlib.axes.Axes: the matplotlib Axes.
 
     Raises:
         TypeError: values of a wrong type.
@@ -285,7 +285,7 @@ def interaction_heatmap(matrix: Any, feature_names: Sequence[str] | None, *, ax:
         cmap: a matplotlib colour map name.
 
     Returns:
-        The matplotlib Axes.
+        matplotlib.axes.Axes: the matplotlib Axes.
 
     Raises:
         TypeError: a matrix that is not an array of numbers.
@@ -377,7 +377,7 @@ def summary(shap_values: Any, X: Any, feature_names: Sequence[str] | None, *, ax
             ``|SHAP|``.
 
     Returns:
-        The matplotlib Axes.
+        matplotlib.axes.Axes: the matplotlib Axes.
 
     Raises:
         TypeError: ``shap_values`` or ``X`` that are not arrays of numbers.

@@ -187,9 +187,9 @@ def interaction(ens: Ensemble, *, output_reduction: str | None = None) -> Array:
             above).
 
     Returns:
-        ``f32[F, F]`` (a ``jax.Array``), symmetric, non-negative, zero diagonal; the upper
-            triangle sums to 100 (at most 100 with categorical features; all zeros when no tree has
-            two splits on different features).
+        jax.Array: ``f32[F, F]`` (a ``jax.Array``), symmetric, non-negative, zero diagonal; the
+            upper triangle sums to 100 (at most 100 with categorical features; all zeros when no
+            tree has two splits on different features).
 
     Differentiable in: ``ens.leaf_values`` (numeric models; an absolute value inside, so not
     where a pair's score is 0); leaf weights play no part. With categorical features the result

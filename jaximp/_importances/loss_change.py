@@ -141,10 +141,10 @@ def loss_function_change(
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[F]``, positive when the loss grows without the feature: NumPy for rows in host
-            memory, a ``jax.Array`` on the rows' device for rows given as one; float64 for a
-            float64 model under ``jax_enable_x64``. Memory does not grow with N: the per-row
-            terms are summed on the device step by step.
+        np.ndarray | jax.Array: ``f32[F]``, positive when the loss grows without the feature: NumPy
+            for rows in host memory, a ``jax.Array`` on the rows' device for rows given as one;
+            float64 for a float64 model under ``jax_enable_x64``. Memory does not grow with N: the
+            per-row terms are summed on the device step by step.
 
     Differentiable in: ``ens.leaf_values``, ``ens.leaf_weights`` (the covers of the SHAP
     values), ``ens.scale``, ``ens.bias``, ``sample_weight`` and, for regression, ``y``;

@@ -208,11 +208,10 @@ def permutation_importance(ens: Ensemble, X: Any, y: Any, *, scoring: Any = None
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
-            importances=f64[F, R])``, G in place of F with ``feature_groups``; the standard
-            deviation has ddof=0, as scikit-learn's. NumPy arrays for rows in host memory;
-            ``jax.Array`` values on the rows' device (float32 unless x64 is enabled) for rows given as
-            one.
+        sklearn.utils.Bunch: ``sklearn.utils.Bunch(importances_mean=f64[F], importances_std=f64[F],
+            importances=f64[F, R])``, G in place of F with ``feature_groups``; the standard deviation
+            has ddof=0, as scikit-learn's. NumPy arrays for rows in host memory; ``jax.Array`` values
+            on the rows' device (float32 unless x64 is enabled) for rows given as one.
 
     Raises:
         TypeError: an argument of the wrong type (the message names it).

@@ -159,9 +159,9 @@ def prediction_values_change(
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        ``f32[F]``, non-negative, summing to 100 (all zeros if no split changes a value): a
-            ``jax.Array`` without ``X``; with ``X``, NumPy for rows in host memory and a
-            ``jax.Array`` for rows given as one.
+        np.ndarray | jax.Array: ``f32[F]``, non-negative, summing to 100 (all zeros if no split
+            changes a value): a ``jax.Array`` without ``X``; with ``X``, NumPy for rows in host
+            memory and a ``jax.Array`` for rows given as one.
 
     Differentiable in: ``ens.leaf_values`` and ``ens.leaf_weights`` (without ``X``) or
     ``sample_weight`` (with ``X``: the leaf weights are its sums per leaf); piecewise constant in

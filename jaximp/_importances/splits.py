@@ -224,8 +224,8 @@ def split_importance(ens: Ensemble, type: str) -> Array:
             "impurity" (see above).
 
     Returns:
-        ``f32[F]`` (a ``jax.Array``); not normalised, except "impurity" (sums to 1, or all 0
-            without a split).
+        jax.Array: ``f32[F]`` (a ``jax.Array``); not normalised, except "impurity" (sums to 1, or
+            all 0 without a split).
 
     Differentiable in: for CatBoost models' "gain" and "total_gain", ``ens.leaf_values``,
     ``ens.leaf_weights`` and ``ens.scale``; "cover" and "total_cover" in ``ens.leaf_weights``;

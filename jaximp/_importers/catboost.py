@@ -66,11 +66,12 @@ def from_catboost(model_or_path: Any, *, loss_function: str | None = None) -> Ob
             need it.
 
     Returns:
-        The ensemble, with ``leaf_values f32[T, L, K]`` (K: 1 for regression and binary
-            classification, the classes of a multiclass model, the targets of a multi-target
-            one), its ``feature_names`` the model's feature names. A non-symmetric model gives a
-            ``TreeEnsemble``, which every function takes except ``shap_values(...,
-            method="exact")`` (CatBoost refuses ``shap_calc_type="Exact"`` for such trees too).
+        ObliviousEnsemble | TreeEnsemble: the ensemble, with ``leaf_values f32[T, L, K]`` (K: 1 for
+            regression and binary classification, the classes of a multiclass model, the targets of
+            a multi-target one), its ``feature_names`` the model's feature names. A non-symmetric
+            model gives a ``TreeEnsemble``, which every function takes except
+            ``shap_values(..., method="exact")`` (CatBoost refuses ``shap_calc_type="Exact"`` for
+            such trees too).
 
     Raises:
         TypeError: ``model_or_path`` is neither a CatBoost model nor a path, or

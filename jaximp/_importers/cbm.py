@@ -78,7 +78,7 @@ def read_cbm(data: bytes) -> dict:
     for part in core.strings(3, "the model part ids"):
         if part == _CTR_PART:
             tables, at = ctr_tables(data, at)
-        elif "text" in part.lower() or "embedding" in part.lower():
+        elif "text" in part.lower() or "embed" in part.lower():  # "text_process...", "embed_process..."
             break  # text and embedding features: their features_info entries are refused
         else:
             raise ValueError(f"unknown model part {part!r} after the model core")
@@ -159,10 +159,13 @@ def _features_info(trees: Table) -> tuple[dict, list[dict]]:
                    for b in ctr["borders"]]
     if ctrs:
         info["ctrs"] = ctrs
-    for index, kind in ((_TEXT, "text"), (_ESTIMATED, "text"), (_EMBEDDING, "embedding")):
+    for index, kind in ((_TEXT, "text"), (_EMBEDDING, "embedding")):
         found = trees.tables(index, f"the {kind} features")
         if found:
             info[f"{kind}_features"] = [len(found)]  # refused by check_supported
+    estimated = trees.tables(_ESTIMATED, "the estimated features")  # computed from text or embeddings
+    if estimated and "text_features" not in info and "embedding_features" not in info:
+        info["text_features"] = [len(estimated)]
     return info, splits
 
 

@@ -113,14 +113,13 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
             the import.
 
     Returns:
-        The ensemble, with ``leaf_values f32[T, L, K]`` (K = ``num_tree_per_iteration``: the
-            classes of a multiclass model, else 1). Its ``loss_function`` names the CatBoost
-            loss that scores raw predictions as the objective does: ``"RMSE"``
-            (``regression``), ``"MAE"`` (``regression_l1``), ``"Logloss"`` (``binary``),
-            ``"CrossEntropy"`` (``cross_entropy``), ``"MultiClass"`` (``multiclass``),
-            ``"MultiClassOneVsAll"`` (``multiclassova``), else ``""`` (give permutation
-            importance a ``scoring=``); its ``class_names`` are an ``LGBMClassifier``'s
-            ``classes_``.
+        TreeEnsemble: the ensemble, with ``leaf_values f32[T, L, K]`` (K =
+            ``num_tree_per_iteration``: the classes of a multiclass model, else 1). Its
+            ``loss_function`` names the CatBoost loss that scores raw predictions as the objective
+            does: ``"RMSE"`` (``regression``), ``"MAE"`` (``regression_l1``), ``"Logloss"``
+            (``binary``), ``"CrossEntropy"`` (``cross_entropy``), ``"MultiClass"`` (``multiclass``),
+            ``"MultiClassOneVsAll"`` (``multiclassova``), else ``""`` (give permutation importance a
+            ``scoring=``); its ``class_names`` are an ``LGBMClassifier``'s ``classes_``.
 
     Raises:
         TypeError: ``model`` is not a LightGBM model or a path.

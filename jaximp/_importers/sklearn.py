@@ -112,11 +112,11 @@ def from_sklearn(model: Any) -> TreeEnsemble:
             ``HistGradientBoostingRegressor``/``Classifier``.
 
     Returns:
-        The ensemble, with ``leaf_values f32[T, L, K]``: K the outputs of a regressor, the
-            classes of a tree or forest classifier, the classes of a multiclass boosting
+        TreeEnsemble: the ensemble, with ``leaf_values f32[T, L, K]``: K the outputs of a regressor,
+            the classes of a tree or forest classifier, the classes of a multiclass boosting
             classifier, 1 for a binary one. A forest's ``scale`` is ``1 / T`` (the mean of its
-            trees); GradientBoosting's is its ``learning_rate``, and its ``init_`` prediction
-            the ``bias``.
+            trees); GradientBoosting's is its ``learning_rate``, and its ``init_`` prediction the
+            ``bias``.
 
     Raises:
         TypeError: ``model`` is not one of the estimators above.

@@ -115,9 +115,9 @@ def from_xgboost(model: Any, *, iteration_range: tuple[int, int] | None = None,
             the value the model was trained and is used with (``missing=-999``).
 
     Returns:
-        The ensemble, with ``leaf_values f32[T, L, K]``; its ``loss_function`` is ``"RMSE"``,
-            ``"Logloss"``, ``"CrossEntropy"``, ``"MultiClass"``, ``"MultiRMSE"`` or ``"MAE"``
-            where the objective is that loss, else ``""`` (give permutation importance a
+        TreeEnsemble: the ensemble, with ``leaf_values f32[T, L, K]``; its ``loss_function`` is
+            ``"RMSE"``, ``"Logloss"``, ``"CrossEntropy"``, ``"MultiClass"``, ``"MultiRMSE"`` or
+            ``"MAE"`` where the objective is that loss, else ``""`` (give permutation importance a
             ``scoring=``); its ``class_names`` an ``XGBClassifier``'s ``classes_``.
 
     Raises:

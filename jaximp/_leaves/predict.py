@@ -83,14 +83,14 @@ def leaf_indices(ens: Ensemble, X: Any, *, dtype: Any = np.int32, batch_size: in
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``i32[N, T]`` (``i32[T]`` for one row given 1-D; of ``dtype`` when given): NumPy for
-            rows in host memory, a ``jax.Array`` on the rows' device for rows given as one.
-            Integers, so piecewise constant in everything (``jaximp.soft_leaf_probabilities``
-            is a smooth version).
+        np.ndarray | jax.Array: ``i32[N, T]`` (``i32[T]`` for one row given 1-D; of ``dtype`` when
+            given): NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows
+            given as one. Integers, so piecewise constant in everything
+            (``jaximp.soft_leaf_probabilities`` is a smooth version).
             The NumPy result is tree-major in memory (Fortran order: each tree's column
             ``leaves[:, t]`` is contiguous), as the leaves are computed; indexing and NumPy
-            functions do not depend on it, and ``np.ascontiguousarray(leaves)`` gives
-            row-major memory when a consumer needs it (a transpose as costly as the call).
+            functions do not depend on it, and ``np.ascontiguousarray(leaves)`` gives row-major
+            memory when a consumer needs it (a transpose as costly as the call).
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, ``X`` is not rows, or ``dtype`` is not an
@@ -169,9 +169,9 @@ def predict(ens: Ensemble, X: Any, *, batch_size: int | None = None, devices: An
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N]`` when K == 1, else ``f32[N, K]``; one row given 1-D gives ``f32[]`` or
-            ``f32[K]``, as CatBoost's ``predict`` does. NumPy for rows in host memory, a
-            ``jax.Array`` on the rows' device for rows given as one; float64 for a float64 model
+        np.ndarray | jax.Array: ``f32[N]`` when K == 1, else ``f32[N, K]``; one row given 1-D gives
+            ``f32[]`` or ``f32[K]``, as CatBoost's ``predict`` does. NumPy for rows in host memory,
+            a ``jax.Array`` on the rows' device for rows given as one; float64 for a float64 model
             under ``jax_enable_x64``.
 
     Raises:

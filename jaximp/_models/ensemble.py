@@ -112,8 +112,8 @@ class Ensemble:
                 over.
 
         Returns:
-            ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
-                ``jax.Array`` on the rows' device for rows given as one.
+            np.ndarray | jax.Array: ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in
+                host memory, a ``jax.Array`` on the rows' device for rows given as one.
 
         Raises:
             TypeError: ``X`` is not rows.

@@ -91,10 +91,10 @@ class Explainer:
                 callers; leave it).
 
         Returns:
-            ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; ``f32[F]`` (``f32[F, K]``) for one
-                row given 1-D, as shap's ``TreeExplainer.shap_values``. NumPy for rows in host
-                memory, a ``jax.Array`` on the rows' device for rows given as one; the model's
-                dtype.
+            np.ndarray | jax.Array: ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; ``f32[F]``
+                (``f32[F, K]``) for one row given 1-D, as shap's ``TreeExplainer.shap_values``.
+                NumPy for rows in host memory, a ``jax.Array`` on the rows' device for rows given as
+                one; the model's dtype.
 
         Raises:
             TypeError: ``X`` is not rows.
@@ -127,14 +127,14 @@ class Explainer:
                 it.
 
         Returns:
-            explanation (shap.Explanation): NumPy arrays (what shap's plots read), whatever
-                the rows: ``values`` ``f32[N, F]`` (``f32[N, F, K]``), ``base_values`` ``f32[N]``
-                (``f32[N, K]``), ``data`` ``f32[N, F]`` and the model's ``feature_names``. With
-                categorical features, ``data`` holds the numeric columns and NaN in the
-                categorical ones (shap's plots color by number), and ``display_data``
-                ``object[N, F]`` the raw values. One row given 1-D gives that row's explanation
-                without the row axis (``values`` ``f32[F]``, ``base_values`` ``f32[]``, ``data``
-                ``f32[F]``), as ``explainer(X)[i]`` and shap's ``TreeExplainer`` give them.
+            shap.Explanation: NumPy arrays (what shap's plots read), whatever the rows: ``values``
+                ``f32[N, F]`` (``f32[N, F, K]``), ``base_values`` ``f32[N]`` (``f32[N, K]``),
+                ``data`` ``f32[N, F]`` and the model's ``feature_names``. With categorical features,
+                ``data`` holds the numeric columns and NaN in the categorical ones (shap's plots
+                color by number), and ``display_data`` ``object[N, F]`` the raw values. One row
+                given 1-D gives that row's explanation without the row axis (``values`` ``f32[F]``,
+                ``base_values`` ``f32[]``, ``data`` ``f32[F]``), as ``explainer(X)[i]`` and shap's
+                ``TreeExplainer`` give them.
 
         Raises:
             ImportError: shap is not installed (``Explainer.shap_values`` works without it).

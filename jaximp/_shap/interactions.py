@@ -372,10 +372,10 @@ def interaction_values(ens: Ensemble, X: Any, *, index: str = "k-SII", order: in
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        The values as [`jaximp.Interactions`][jaximp.Interactions], with ``.subsets`` (M tuples
-            of feature indices, sizes 1 to ``order``, sorted), ``.values`` ``f32[N, M]``
-            (``f32[N, M, K]``), ``.baseline``, ``.to_dense()`` and ``.to_shapiq(i)``; memory
-            linear in ``N M``.
+        Interactions: the values as [`jaximp.Interactions`][jaximp.Interactions], with ``.subsets``
+            (M tuples of feature indices, sizes 1 to ``order``, sorted), ``.values`` ``f32[N, M]``
+            (``f32[N, M, K]``), ``.baseline``, ``.to_dense()`` and ``.to_shapiq(i)``; memory linear
+            in ``N M``.
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
@@ -416,8 +416,8 @@ def interaction_importance(ens: Ensemble, X: Any, *, index: str = "k-SII", order
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
 
     Returns:
-        A [`jaximp.Interactions`][jaximp.Interactions] whose ``.values`` are ``f32[M]``
-            (``f32[M, K]``), the mean of ``|values|`` over rows.
+        Interactions: a [`jaximp.Interactions`][jaximp.Interactions] whose ``.values`` are
+            ``f32[M]`` (``f32[M, K]``), the mean of ``|values|`` over rows.
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.
@@ -451,8 +451,8 @@ def banzhaf_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", bac
             [`interaction_values`][jaximp.interaction_values].
 
     Returns:
-        ``f32[N, F]`` (``f32[N, F, K]``; ``f32[F]`` for one row given 1-D; G groups for F with
-            ``feature_groups``), 0 for features on no path.
+        np.ndarray | jax.Array: ``f32[N, F]`` (``f32[N, F, K]``; ``f32[F]`` for one row given 1-D; G
+            groups for F with ``feature_groups``), 0 for features on no path.
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` is not rows.

@@ -281,8 +281,8 @@ def soft_predict(ens: Ensemble, X: Any, temperature: Any, *,
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host memory, a
-            ``jax.Array`` for rows given as one (float64 rows stay float64 under
+        np.ndarray | jax.Array: ``f32[N]`` when K == 1, else ``f32[N, K]``: NumPy for rows in host
+            memory, a ``jax.Array`` for rows given as one (float64 rows stay float64 under
             ``jax_enable_x64``).
 
     Raises:
@@ -334,8 +334,8 @@ def soft_leaf_probabilities(ens: Ensemble, X: Any, temperature: Any, *,
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N, T, L]``, 0 on the leaves a smaller tree does not have: NumPy for rows in host
-            memory, a ``jax.Array`` for rows given as one.
+        np.ndarray | jax.Array: ``f32[N, T, L]``, 0 on the leaves a smaller tree does not have:
+            NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
 
     Raises:
         TypeError: as [`soft_predict`][jaximp.soft_predict].
@@ -381,8 +381,8 @@ def soft_shap_values(ens: Ensemble, X: Any, temperature: Any, *,
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``: NumPy for rows in host memory, a
-            ``jax.Array`` for rows given as one.
+        np.ndarray | jax.Array: ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``: NumPy for rows in
+            host memory, a ``jax.Array`` for rows given as one.
 
     Raises:
         TypeError: as [`soft_predict`][jaximp.soft_predict].

@@ -176,10 +176,10 @@ def shap_values(ens: Ensemble, X: Any, *, method: str = "path_dependent", backgr
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; one row given 1-D gives ``f32[F]``
-            (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. NumPy for rows in host
-            memory, a ``jax.Array`` on the rows' device for rows given as one; float64 for a
-            float64 model under ``jax_enable_x64``.
+        np.ndarray | jax.Array: ``f32[N, F]`` when K == 1, else ``f32[N, F, K]``; one row given 1-D
+            gives ``f32[F]`` (``f32[F, K]``), as shap's ``TreeExplainer.shap_values``. NumPy for
+            rows in host memory, a ``jax.Array`` on the rows' device for rows given as one; float64
+            for a float64 model under ``jax_enable_x64``.
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``X`` or ``background`` is not rows.
@@ -238,8 +238,8 @@ def shap_importance(ens: Ensemble, X: Any, *, method: str = "path_dependent",
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host memory, a
-            ``jax.Array`` for rows given as one.
+        np.ndarray | jax.Array: ``f32[F]`` when K == 1, else ``f32[F, K]``: NumPy for rows in host
+            memory, a ``jax.Array`` for rows given as one.
 
     Raises:
         TypeError: as [`shap_values`][jaximp.shap_values].
@@ -302,8 +302,8 @@ def expected_value(ens: Ensemble, *, method: str = "path_dependent",
             [`shap_values`][jaximp.shap_values].
 
     Returns:
-        ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the model
-            alone (a background included).
+        jax.Array: ``f32[]`` when K == 1, else ``f32[K]``: a ``jax.Array``, as every function of the
+            model alone (a background included).
 
     Raises:
         TypeError: ``ens`` is not a jaximp ensemble, or ``background`` is not rows.
@@ -361,8 +361,8 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, method: str = "path_depend
             (path-dependent).
 
     Returns:
-        ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in the two F axes;
-            one row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
+        np.ndarray | jax.Array: ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric in
+            the two F axes; one row given 1-D gives ``f32[F, F]`` (``f32[F, F, K]``), as shap's
             ``TreeExplainer.shap_interaction_values``. NumPy for rows in host memory, a
             ``jax.Array`` on the rows' device for rows given as one; the model's dtype.
 
@@ -407,8 +407,9 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it.
 
     Returns:
-        ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the diagonal holds the mean
-            |main effect|): NumPy for rows in host memory, a ``jax.Array`` for rows given as one.
+        np.ndarray | jax.Array: ``f32[F, F]`` when K == 1, else ``f32[F, F, K]``, symmetric (the
+            diagonal holds the mean |main effect|): NumPy for rows in host memory, a ``jax.Array``
+            for rows given as one.
 
     Raises:
         TypeError: as [`shap_interaction_values`][jaximp.shap_interaction_values].
