@@ -111,7 +111,7 @@ def loss_function_change(
     batch_size: int | None = None,
     devices: Any = None,
     progress: bool = True,
-) -> np.ndarray:
+) -> np.ndarray | Array:
     """CatBoost's LossFunctionChange importance of every feature, for the model's own loss.
 
     ``LFC_f = M(y, raw - phi_f) - M(y, raw)``: the increase of the training loss's metric ``M``
