@@ -63,6 +63,7 @@ from jaximp._frontends.compilation_cache import enable_compilation_cache as enab
 from jaximp._frontends.compilation_cache import enable_from_environment as _enable_from_environment
 from jaximp._frontends.dropin import get_feature_importance as get_feature_importance
 from jaximp._frontends.files import explain_files as explain_files
+from jaximp._frontends.shap_explainer import TreeExplainer as TreeExplainer
 from jaximp._importances.interaction import interaction as interaction
 from jaximp._importances.loss_change import loss_function_change as loss_function_change
 from jaximp._importances.permutation import permutation_importance as permutation_importance
@@ -97,6 +98,7 @@ __all__ = [
     "Interactions",
     "ObliviousEnsemble",
     "TreeEnsemble",
+    "TreeExplainer",
     "banzhaf_values",
     "enable_compilation_cache",
     "expected_value",
