@@ -21,7 +21,14 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
-from oracles import LIGHTGBM_ZERO, assert_close, lightgbm_contributions, permutation_draws, permutation_importances
+from oracles import (
+    LIGHTGBM_ZERO,
+    assert_close,
+    lightgbm_contributions,
+    lightgbm_mean_scale,
+    permutation_draws,
+    permutation_importances,
+)
 
 import jaximp
 from jaximp._rows.inputs import as_features
@@ -70,7 +77,8 @@ def assert_lightgbm_numbers(ens, booster, x, jaximp_rows=None):
     LightGBM's of ``x``."""
     rows = x if jaximp_rows is None else jaximp_rows
     np.testing.assert_array_equal(np.asarray(jaximp.leaf_indices(ens, rows)), booster.predict(x, pred_leaf=True))
-    assert_close(np.asarray(jaximp.predict(ens, rows)), booster.predict(x, raw_score=True))
+    raw = booster.predict(x, raw_score=True) * lightgbm_mean_scale(booster)  # a random forest's mean
+    assert_close(np.asarray(jaximp.predict(ens, rows)), raw)
     values, expected = lightgbm_contributions(booster, x)
     got = np.asarray(jaximp.shap_values(ens, rows)).reshape(values.shape)
     assert_close(got, values)
@@ -152,6 +160,81 @@ def test_float64_rows_between_rounded_and_exact_thresholds():
     assert_lightgbm_numbers(ens, booster, pl.from_pandas(frame))
     wrong = np.count_nonzero(booster.predict(x.astype(F32), pred_leaf=True) != booster.predict(x, pred_leaf=True))
     assert wrong > 20  # the rows do reach the other side once rounded to float32
+
+
+RF_PARAMS = dict(boosting_type="rf", objective="binary", bagging_freq=1, bagging_fraction=0.5, feature_fraction=0.5,
+                 num_leaves=50, verbose=-1, num_threads=1)  # LightGBM's own tests' test_rf (test_engine.py)
+
+
+@functools.cache
+def breast_cancer_split():
+    """LightGBM's test_rf data: breast cancer rows (float64), 10% held out (``random_state=42``)."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_breast_cancer(return_X_y=True)
+    return train_test_split(X, y, test_size=0.1, random_state=42)
+
+
+def rf_model(source, tmp_path):
+    """``(model to import, its Booster)``: test_rf's random forest as a Booster, its model file,
+    or an ``LGBMClassifier`` trained with the same parameters."""
+    X_train, _, y_train, _ = breast_cancer_split()
+    if source == "estimator":
+        names = dict(bagging_freq="subsample_freq", bagging_fraction="subsample", feature_fraction="colsample_bytree",
+                     num_threads="n_jobs")
+        clf = lgb.LGBMClassifier(n_estimators=50, **{names.get(k, k): v for k, v in RF_PARAMS.items()})
+        clf.fit(X_train, y_train)
+        return clf, clf.booster_
+    booster = lgb.train(RF_PARAMS, lgb.Dataset(X_train, y_train), num_boost_round=50)
+    if source == "file":
+        booster.save_model(tmp_path / "rf.txt")
+        return tmp_path / "rf.txt", booster
+    return booster, booster
+
+
+@pytest.mark.parametrize("source", ["booster", "file", "estimator"])
+def test_random_forest_rows_between_float32_and_float64_thresholds(source, tmp_path):
+    """LightGBM's test_rf model: a held-out row lies between a threshold and its float32 border,
+    where LightGBM's float64 comparison and a float32 one disagree; jaximp's leaves equal
+    ``pred_leaf`` exactly and its SHAP values ``pred_contrib``, float64 rows and float32 rows
+    (which LightGBM reads in float32) alike, from a Booster, a model file and an estimator."""
+    model, booster = rf_model(source, tmp_path)
+    _, X_test, _, _ = breast_cancer_split()
+    ens = jaximp.from_lightgbm(model)
+    narrow = X_test.astype(F32)
+    assert np.any(booster.predict(narrow, pred_leaf=True) != booster.predict(X_test, pred_leaf=True))
+    assert_lightgbm_numbers(ens, booster, X_test)
+    assert_lightgbm_numbers(ens, booster, narrow)
+    frame = pd.DataFrame(X_test, columns=booster.feature_name())
+    np.testing.assert_array_equal(jaximp.leaf_indices(ens, frame), booster.predict(frame, pred_leaf=True))
+
+
+def crossing_value(t: float) -> float:
+    """A double between the threshold ``t`` and the midpoint of the float32 values around it, so
+    that rounding it to float32 carries it to the other side of ``t``."""
+    below = float32_below(t)
+    midpoint = (below + float(np.nextafter(F32(below), F32(np.inf)))) / 2
+    return (t + midpoint) / 2
+
+
+def test_crafted_row_between_float32_and_float64_threshold():
+    """A gbdt model's first split: a row whose value lies between its threshold and the float32
+    rounding midpoint goes one way in float64 and the other in float32, and jaximp goes
+    LightGBM's way for each (leaves, predictions, SHAP values; arrays and DataFrames)."""
+    fitted = models.lightgbm_model("regression")
+    booster, ens = fitted.model, fitted.ens
+    root = booster.dump_model()["tree_info"][0]["tree_structure"]
+    j, t = root["split_feature"], float(root["threshold"])
+    x = np.nan_to_num(np.asarray(fitted.X[:2], np.float64))
+    x[:, j] = crossing_value(t)
+    narrow = x.astype(F32)
+    assert (x[0, j] <= t) != (float(narrow[0, j]) <= t)
+    wide_leaves, narrow_leaves = booster.predict(x, pred_leaf=True), booster.predict(narrow, pred_leaf=True)
+    assert np.all(wide_leaves[:, 0] != narrow_leaves[:, 0])  # LightGBM reads the two differently
+    assert_lightgbm_numbers(ens, booster, x)
+    assert_lightgbm_numbers(ens, booster, narrow)
+    assert_lightgbm_numbers(ens, booster, pd.DataFrame(x, columns=booster.feature_name()))
 
 
 def test_float32_rows_are_unchanged():
