@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from command_line import run
+from models import cli_xgboost
 
 import jaximp
 from jaximp._frontends.cli import parser
@@ -260,6 +261,24 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(files, capfd, case):
     assert "Traceback" not in stderr + stdout
 
 
+def test_exact_on_an_xgboost_model_is_refused_before_any_work(tmp_path, capfd):
+    """--method exact is CatBoost's, for symmetric trees: refused once the model is read, before
+    DATA is read or anything is written, naming the methods the model has."""
+    fitted = cli_xgboost("regression")
+    fitted.model.save_model(str(tmp_path / "model.json"))
+    fitted.X.to_csv(tmp_path / "data.csv", index=False)
+    out = tmp_path / "out"
+    status, stdout, stderr = run(["explain", tmp_path / "model.json", tmp_path / "data.csv", "--method", "exact",
+                                  "--out", out, "--no-progress"], capfd)
+    assert status == 1
+    assert stderr.strip().splitlines() == [
+        "jaximp explain: error: --method exact is not available for this XGBoost model: exact SHAP values "
+        "(CatBoost's shap_calc_type='Exact') are defined for CatBoost's symmetric (oblivious) trees only, and this "
+        "model's trees are not symmetric; this model has --method path_dependent, approximate or interventional"]
+    assert stdout == ""  # no "SHAP values (exact): ... -> shap.parquet", nothing begun
+    assert not out.exists()
+
+
 @pytest.mark.skipif(any(d.platform == "gpu" for d in jax.devices()) or bool(os.environ.get("JAX_PLATFORMS")),
                     reason="a GPU is visible")
 def test_device_gpu_without_a_gpu_is_one_line(files, capfd):
@@ -276,8 +295,10 @@ def test_bad_input_from_a_real_process(files):
                              str(files.dir / "missing.csv"), "--out", str(files.dir / "out_process")],
                             capture_output=True, text=True, env=_env())
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [f"jaximp explain: error: DATA: no such file or directory: "
-                                                  f"{str(files.dir / 'missing.csv')!r}"]
+    assert result.stderr.strip().splitlines() == [
+        "jaximp explain: error: DATA must be an existing CSV or Parquet file, a directory of Parquet files, or a "
+        f"glob pattern that matches files; got {str(files.dir / 'missing.csv')!r}, which is not an existing file or "
+        "directory"]
 
 
 def _env():

@@ -8,9 +8,12 @@ messages.
 
 from __future__ import annotations
 
+import re
+
 import catboost
 import numpy as np
 import pytest
+from command_line import run
 from models import make_data, train
 from oracles import assert_close, mean_abs
 
@@ -95,10 +98,12 @@ def test_explain_files_bad_input(tmp_path):
 
     model, X, _, _ = train("regression")
     ens = jaximp.from_catboost(model)
-    with pytest.raises(FileNotFoundError, match="no file matches"):
-        jaximp.explain_files(ens, str(tmp_path / "*.parquet"))
-    with pytest.raises(FileNotFoundError, match="no such file"):
-        jaximp.explain_files(ens, tmp_path / "missing.parquet")
+    pattern = str(tmp_path / "*.parquet")
+    with pytest.raises(ValueError) as error:  # a bad input, not an OSError
+        jaximp.explain_files(ens, pattern)
+    assert not isinstance(error.value, OSError)
+    assert str(error.value).startswith("explain_files: source must be an existing CSV or Parquet file")
+    assert str(error.value).endswith(f"; got {pattern!r}, a pattern that matches no file")
     source = write_parquet(pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])]), tmp_path, parts=1)
     with pytest.raises(ValueError, match=r"columns \['nope'\]"):
         jaximp.explain_files(ens, source, columns=["nope"], progress=False)
@@ -107,3 +112,59 @@ def test_explain_files_bad_input(tmp_path):
     (tmp_path / "junk.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match="cannot read"):
         jaximp.explain_files(ens, tmp_path / "junk.parquet", progress=False)
+
+
+# entry point -> (how it is given the missing path d / name, the function and argument its message names, name)
+MISSING_PATH = {
+    "from_catboost .cbm": (lambda d, ens: jaximp.from_catboost(d / "missing.cbm"), "from_catboost: model_or_path",
+                           "missing.cbm"),
+    "from_catboost .json": (lambda d, ens: jaximp.from_catboost(str(d / "missing.json")),
+                            "from_catboost: model_or_path", "missing.json"),
+    "from_xgboost .json": (lambda d, ens: jaximp.from_xgboost(d / "missing.json"), "from_xgboost: model",
+                           "missing.json"),
+    "from_xgboost .ubj": (lambda d, ens: jaximp.from_xgboost(str(d / "missing.ubj")), "from_xgboost: model",
+                          "missing.ubj"),
+    "from_lightgbm": (lambda d, ens: jaximp.from_lightgbm(d / "missing.txt"), "from_lightgbm: model", "missing.txt"),
+    "get_feature_importance": (lambda d, ens: jaximp.get_feature_importance(str(d / "missing.cbm")),
+                               "from_catboost: model_or_path", "missing.cbm"),
+    "TreeExplainer": (lambda d, ens: jaximp.TreeExplainer(str(d / "missing.json")), "MODEL", "missing.json"),
+    "explain_files": (lambda d, ens: jaximp.explain_files(ens, d / "missing.parquet", progress=False),
+                      "explain_files: source", "missing.parquet"),
+    "explain_files list": (lambda d, ens: jaximp.explain_files(ens, [d / "rows.csv", d / "missing.csv"],
+                                                               progress=False), "explain_files: source", "missing.csv"),
+    "jaximp explain MODEL": (["explain", "{d}/missing.json", "{d}/rows.csv"], "MODEL", "missing.json"),
+    "jaximp explain DATA": (["explain", "{d}/model.cbm", "{d}/missing.parquet"], "DATA", "missing.parquet"),
+    "jaximp explain --background": (["explain", "{d}/model.cbm", "{d}/rows.csv", "--background", "{d}/missing.csv"],
+                                    "--background", "missing.csv"),
+}
+DATA_ARGUMENTS = ("explain_files: source", "DATA", "--background")  # a directory of Parquet files is read too
+
+
+@pytest.mark.parametrize("entry", list(MISSING_PATH))
+def test_a_missing_path_is_one_value_error_with_one_message(entry, tmp_path, capfd):
+    """Every entry point given a path that names no file: a ValueError (a bad input, not an
+    OSError) saying ``"{function}: {argument} must be ...; got 'path', which is not an existing
+    file"`` (``file or directory`` for data); on the command line, that message as its one line,
+    with nothing written."""
+    import pandas as pd
+
+    model, X, _, _ = train("regression", depth=2, iterations=2)
+    model.save_model(str(tmp_path / "model.cbm"))
+    pd.DataFrame(X, columns=model.feature_names_).to_csv(tmp_path / "rows.csv", index=False)
+    call, who, name = MISSING_PATH[entry]
+    if isinstance(call, list):
+        argv = [a.format(d=tmp_path) for a in call] + ["--out", str(tmp_path / "out"), "--no-progress"]
+        status, _, stderr = run(argv, capfd)
+        assert status == 1
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("jaximp explain: error: "), stderr
+        message = lines[0].removeprefix("jaximp explain: error: ")
+        assert not (tmp_path / "out").exists()
+    else:
+        with pytest.raises(ValueError) as error:
+            call(tmp_path, jaximp.from_catboost(model))
+        assert not isinstance(error.value, OSError)
+        message = str(error.value)
+    kind = "file or directory" if who in DATA_ARGUMENTS else "file"
+    assert re.fullmatch(rf"{re.escape(who)} must be [^;]+; got {re.escape(repr(str(tmp_path / name)))}, which is "
+                        rf"not an existing {kind}", message), message

@@ -54,11 +54,28 @@ def _no_catboost_names(table, report):
         assert name not in report and name not in table.columns
 
 
-def test_xgboost_importances_are_get_score(tmp_path, capfd):
+def test_xgboost_importances_are_get_score(tmp_path, capfd, monkeypatch):
+    from jaximp._frontends import report as report_module
+
+    drawn = {}
+
+    def recording(values, *args, **kwargs):
+        drawn[kwargs.get("title")] = values
+        return importance(values, *args, **kwargs)
+
+    importance = report_module.plots.importance
+    monkeypatch.setattr(report_module.plots, "importance", recording)
     fitted = cli_xgboost("regression")
     fitted.model.save_model(str(tmp_path / "model.json"))
     table, report = _explain(capfd, tmp_path / "model.json", _data(tmp_path, fitted), tmp_path / "out",
                              "--target", "target")
+    # the comparison's caption names the importances drawn, and those of the table left out of it
+    names = list(drawn["Importances compared (each as a share of its total)"])
+    assert names == ["mean |SHAP|", "weight", "total_gain", "total_cover", "permutation importance"]
+    caption = next(line for line in report.splitlines() if "side by side" in line)
+    assert caption == (f"{', '.join(names[:-1])} and {names[-1]} side by side, each as a percentage of its total, "
+                       "sorted by mean |SHAP| (not drawn: gain and cover, XGBoost's importances that are means per "
+                       "split and have no total to share; they are in the table):")
     header = next(line for line in report.splitlines() if line.startswith("| rank |"))
     for type in XGBOOST_TYPES:
         score = fitted.model.get_score(importance_type=type)  # features never split on are absent

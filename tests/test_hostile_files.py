@@ -149,7 +149,8 @@ def test_explain_files_never_writes_through_a_link(files, tmp_path):
     assert victim.read_text() == "keep me" and not (tmp_path / "nowhere").exists()
     with pytest.raises(ValueError, match="explain_files: out .* is a directory"):
         jaximp.explain_files(ens, d / "data.csv", out=tmp_path, progress=False)
-    with pytest.raises(FileNotFoundError, match="explain_files: out's folder"):
+    with pytest.raises(ValueError, match=r"explain_files: out must be a file path in an existing folder; got .*, "
+                                         r"whose folder .* does not exist"):
         jaximp.explain_files(ens, d / "data.csv", out=tmp_path / "no" / "shap.parquet", progress=False)
 
 

@@ -15,7 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import shap
-from models import CATBOOST_TREES, catboost_categorical, catboost_categorical_trees, catboost_trees, explained, train
+from models import (
+    CATBOOST_TREES,
+    catboost_categorical,
+    catboost_categorical_trees,
+    catboost_trees,
+    explained,
+    train,
+    xgboost_tiny,
+)
 from oracles import assert_close
 
 import jaximp
@@ -97,3 +105,30 @@ def test_errors(regression_model, layout):
         shap_values(ens, X[:, :5])
     with pytest.raises(ValueError, match="shap_interaction_values: X must have rank 2"):
         shap_interaction_values(ens, X[None])
+
+
+NOT_SYMMETRIC = ("method must be one of 'path_dependent', 'approximate', 'interventional' for this model; "
+                 "got 'exact': exact SHAP values (CatBoost's shap_calc_type='Exact') are defined for CatBoost's "
+                 "symmetric (oblivious) trees only, and this model's trees are not symmetric")
+
+
+@pytest.mark.parametrize("library", ["xgboost", "catboost depthwise"])
+def test_exact_on_trees_that_are_not_symmetric_says_why(library):
+    fitted = xgboost_tiny("regression") if library == "xgboost" else catboost_trees(*CATBOOST_TREES[0])
+    ens, X = fitted.ens, fitted.X[:5]
+    for call, fn_name in [(lambda: shap_values(ens, X, method="exact"), "shap_values"),
+                          (lambda: Explainer(ens, method="exact"), "Explainer"),
+                          (lambda: expected_value(ens, method="exact"), "expected_value"),
+                          (lambda: jaximp.shap_importance(ens, X, method="exact"), "shap_importance")]:
+        with pytest.raises(ValueError) as error:
+            call()
+        assert str(error.value) == f"{fn_name}: {NOT_SYMMETRIC}"
+    with pytest.raises(ValueError) as error:  # a method of shap_values that the function does not compute
+        shap_interaction_values(ens, X, method="approximate")
+    assert str(error.value) == ("shap_interaction_values: method must be one of 'path_dependent', 'interventional'; "
+                                "got 'approximate', a method of shap_values that shap_interaction_values does not "
+                                "compute")
+    with pytest.raises(ValueError) as error:  # an unknown method: the list alone
+        shap_values(ens, X, method="Exact")
+    assert str(error.value) == ("shap_values: method must be one of 'path_dependent', 'exact', 'approximate', "
+                                "'interventional'; got 'Exact'")

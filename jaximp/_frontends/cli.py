@@ -75,8 +75,8 @@ def parser() -> argparse.ArgumentParser:
                              help="SHAP method: path_dependent, exact, approximate or interventional (default "
                                   "path_dependent, or interventional with --background); "
                                   "path_dependent is CatBoost's Regular and shap's tree_path_dependent, exact is "
-                                  "CatBoost's Exact, approximate is Saabas (CatBoost's Approximate), "
-                                  "interventional averages over the --background rows")
+                                  "CatBoost's Exact (for CatBoost's symmetric trees only), approximate is Saabas "
+                                  "(CatBoost's Approximate), interventional averages over the --background rows")
     run_explain.add_argument("--background", metavar="FILE",
                              help="CSV or Parquet rows for interventional SHAP values (read into memory; the cost "
                                   "grows with its rows: a few hundred to a few thousand is typical)")

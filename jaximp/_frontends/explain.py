@@ -65,12 +65,17 @@ from jaximp._importances.scoring import MODEL_LOSSES
 from jaximp._importances.splits import split_importance
 from jaximp._importers.catboost import from_catboost
 from jaximp._importers.lightgbm import from_lightgbm
+from jaximp._importers.paths import existing_file
 from jaximp._importers.sklearn import from_sklearn
 from jaximp._importers.xgboost import from_xgboost
 from jaximp._models.ensemble import has_real_names
 from jaximp._rows.inputs import as_features
+from jaximp._shap.trees import NOT_FOR_TREES
+from jaximp._shap.values import KERNELS, general
 
 SUMMARY_POINTS = 2000  # rows drawn in the beeswarm plot
+MODEL_FILE = ("an existing model file: CatBoost (.cbm or .json), XGBoost (.json or .ubj), LightGBM (.txt) or "
+              "scikit-learn saved with skops (.skops)")
 REPORT = "report.md"
 
 
@@ -128,14 +133,12 @@ def load_model(path: str, trusted_types: Sequence[str] = ()) -> Model:
         The :class:`Model`: the ensemble, its library and its loss as the library names it.
 
     Raises:
-        FileNotFoundError: no such file.
-        ValueError: not a model file jaximp reads (a pickle among them), a damaged one, one
-            nested too deeply to read (a damaged or hostile file; Python's parsers recurse per
-            level), or a skops file holding a type not trusted.
+        ValueError: no such file; not a model file jaximp reads (a pickle among them), a damaged
+            one, one nested too deeply to read (a damaged or hostile file; Python's parsers recurse
+            per level), or a skops file holding a type not trusted.
         TypeError: a skops file holding an estimator jaximp does not import.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"MODEL {path!r}: no such file")
+    existing_file(path, "MODEL", MODEL_FILE)
     try:
         library, document = model_library(path)
         if library == "CatBoost":
@@ -225,7 +228,7 @@ def explain(options: Options) -> str:
     device = _device(options.device)
     devices = None if options.device is None else [device]
     with jax.default_device(device):
-        inputs = _read_inputs(run, options)
+        inputs = _read_inputs(run, options, method)
         out = output_folder(options.out)
         staging = tempfile.mkdtemp(prefix=".jaximp-explain-", suffix=".partial", dir=out)
         try:
@@ -277,13 +280,25 @@ def _method(options: Options) -> str:
     return method
 
 
-def _read_inputs(run: Run, options: Options) -> Inputs:
-    """The model, DATA's columns (its first rows checked against the model) and the background,
-    every mismatch a ``ValueError`` before any long computation."""
+def _check_method(model: Model, method: str) -> None:
+    """Refuse, before any row is read, a ``--method`` that the model does not compute (exact SHAP
+    values of trees that are not symmetric, or of symmetric trees too deep for their tables),
+    naming the methods it has."""
+    methods = KERNELS[general(model.ens, method, f"--method {method}").layout].methods
+    if method not in methods:
+        why = NOT_FOR_TREES.get(method, "this model's trees do not define it")
+        raise ValueError(f"--method {method} is not available for this {model.library} model: {why}; this model "
+                         f"has --method {', '.join(methods[:-1])} or {methods[-1]}")
+
+
+def _read_inputs(run: Run, options: Options, method: str) -> Inputs:
+    """The model (checked to compute ``method``), DATA's columns (its first rows checked against
+    the model) and the background, every mismatch a ``ValueError`` before any long computation."""
     model = run.timed("load the model", load_model, options.model, options.trusted_types)
     ens = model.ens
+    _check_method(model, method)
     run.say(f"model: {options.model} ({model.library}, {describe_model(ens, model.objective)})")
-    dataset = dataset_of(options.data, "DATA")
+    dataset = dataset_of(options.data, "DATA", arg=None)
     check_not_source(dataset, os.path.join(os.path.expanduser(options.out), "shap.parquet"), "DATA", "--out")
     _check_each_file(dataset, ens, options.target, "DATA")
     if options.target is not None and options.target not in dataset.schema.names:
@@ -294,7 +309,7 @@ def _read_inputs(run: Run, options: Options) -> Inputs:
     _check_rows(ens, first_rows(dataset, columns, 256), options.data)
     background = None
     if options.background is not None:
-        source = dataset_of(options.background, "--background")
+        source = dataset_of(options.background, "--background", arg=None)
         _check_each_file(source, ens, None, "--background")
         chosen = data_columns(source, ens, options.target, "--background", options.background)
         check_file_columns(source, chosen, "--background")

@@ -30,18 +30,22 @@ from typing import Any
 import numpy as np
 
 from jaximp._frontends.streaming import rechunked, run_pipeline, scan
+from jaximp._importers.paths import not_existing
 from jaximp._leaves.predict import predict_rows
 from jaximp._models.ensemble import has_real_names
 from jaximp._rows.inputs import as_features
 from jaximp._shap.explainer import Explainer
 
 _DEFAULT_BATCH_ROWS = 1 << 16
+_SOURCE = "an existing CSV or Parquet file, a directory of Parquet files, or a glob pattern that matches files"
 
 
-def dataset_of(source: Any, fn_name: str):
+def dataset_of(source: Any, fn_name: str, arg: str | None = "source"):
     """A ``pyarrow.dataset.Dataset`` of ``source``: a path, a glob, a directory or a list of paths;
     CSV when every path ends in ``.csv`` (or ``.csv.gz``), Parquet otherwise. A path that exists
-    is taken literally (``data[1].csv``) before it is tried as a glob pattern."""
+    is taken literally (``data[1].csv``) before it is tried as a glob pattern. A path that names
+    nothing, or a pattern that matches nothing, is a ``ValueError`` naming ``fn_name`` and the
+    argument ``arg`` (None: ``fn_name`` names the argument, as ``DATA`` on the command line)."""
     try:
         import pyarrow.dataset as ds
     except ImportError as e:  # pragma: no cover - pyarrow is an optional dependency
@@ -54,11 +58,12 @@ def dataset_of(source: Any, fn_name: str):
         paths = [os.fspath(p) for p in source]
     else:
         raise TypeError(f"{fn_name}: source must be a path, a glob pattern or a list of paths; got {source!r}")
+    who = fn_name if arg is None else f"{fn_name}: {arg}"
     if not paths:
-        raise FileNotFoundError(f"{fn_name}: no file matches {source!r}")
+        raise ValueError(f"{who} must be {_SOURCE}; got {os.fspath(source)!r}, a pattern that matches no file")
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
-        raise FileNotFoundError(f"{fn_name}: no such file or directory: {missing[0]!r}")
+        raise not_existing(who, _SOURCE, missing[0], "file or directory")
     csv = all(p.endswith((".csv", ".csv.gz")) for p in paths)
     try:
         return ds.dataset(paths[0] if len(paths) == 1 else paths, format="csv" if csv else "parquet")
@@ -227,10 +232,11 @@ def explain_files(ens: Any, source: Any, out: str | os.PathLike | None = None, *
             [`jaximp.shap_importance`][jaximp.shap_importance] of all rows.
 
     Raises:
-        FileNotFoundError: no file matches ``source``, or ``out``'s folder does not exist.
         TypeError: an argument of the wrong type (``ens``, ``source``, ``columns``, ...).
-        ValueError: a bad source, columns, method or background; unreadable files; a file of
-            several that lacks a column read; ``out`` a directory or a symbolic link.
+        ValueError: a path of ``source`` that is not an existing file or directory, a pattern that
+            matches no file; bad columns, method or background; unreadable files; a file of
+            several that lacks a column read; ``out`` a directory, a symbolic link or in a folder
+            that does not exist.
 
     Examples:
         >>> import os, tempfile
@@ -320,8 +326,7 @@ def output_path(out: str | os.PathLike, fn_name: str, arg: str) -> str:
     directory, in a folder that exists.
 
     Raises:
-        ValueError: ``out`` is a symbolic link or a directory.
-        FileNotFoundError: its folder does not exist.
+        ValueError: ``out`` is a symbolic link or a directory, or its folder does not exist.
     """
     path = os.path.expanduser(os.fspath(out))
     if os.path.islink(path):
@@ -331,7 +336,8 @@ def output_path(out: str | os.PathLike, fn_name: str, arg: str) -> str:
         raise ValueError(f"{fn_name}: {arg} {os.fspath(out)!r} is a directory; it must be a file path")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{fn_name}: {arg}'s folder {folder!r} does not exist")
+        raise ValueError(f"{fn_name}: {arg} must be a file path in an existing folder; got {os.fspath(out)!r}, whose "
+                         f"folder {folder!r} does not exist")
     return path
 
 

@@ -9,8 +9,8 @@ does not trust by default are listed first (``skops.io.get_untrusted_types``), t
 scikit-learn's tree, forest and boosting models hold are trusted (:data:`EXPECTED_SKOPS_TYPES`:
 their tree tables, losses and links), and any other type is refused with a ``ValueError``
 naming it, unless the user names it as trusted (``jaximp explain --trust-skops-type TYPE``, once
-per type). Everything in a file is untrusted: each failure is a ``ValueError`` (or
-``FileNotFoundError``) naming the file and the fix.
+per type). Everything in a file is untrusted: each failure is a ``ValueError`` naming the file
+and the fix (a missing file too).
 """
 
 from __future__ import annotations

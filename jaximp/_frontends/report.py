@@ -96,9 +96,9 @@ def write_plots(out: str, columns: list[str], table: dict[str, Any], labels: lis
     if "loss_function_change" in table:
         compared[NAMES["loss_function_change"]] = table["loss_function_change"]
     if len(compared) > 1:
+        left_out = [display_name(c) for c in shown_columns(table, library) if c in _mean_columns(library)]
         save(plots.importance(compared, names, top=_TOP, title="Importances compared (each as a share of its total)"),
-             "importances.png",
-             "Every importance side by side, each as a percentage of its total, sorted by mean |SHAP|")
+             "importances.png", _compared_caption(list(compared), left_out, library))
     if len(labels) > 1:
         per_output = np.stack([table[f"mean_abs_shap_{label}"] for label in labels], axis=1)
         ax = plots.importance(per_output, names, top=_TOP, class_names=labels, title=f"mean |SHAP| per {word}",
@@ -158,9 +158,29 @@ def _compared_columns(table: dict[str, Any], library: str) -> list[str]:
     """The importances of the model that are totals over rows or splits (shares of a total
     compare), without the mean-per-split ones; permutation importance and LossFunctionChange
     are added by the caller."""
-    means = {one.column for one in LIBRARY_IMPORTANCES.get(library, ()) if not one.additive}
+    means = _mean_columns(library)
     return [c for c in shown_columns(table, library)
             if c not in means and c not in ("permutation_importance", "loss_function_change")]
+
+
+def _mean_columns(library: str) -> set[str]:
+    """The library's importances that are means per split (XGBoost's gain and cover), not totals."""
+    return {one.column for one in LIBRARY_IMPORTANCES.get(library, ()) if not one.additive}
+
+
+def _compared_caption(compared: list[str], left_out: list[str], library: str) -> str:
+    """The caption of the importances compared (``importances.png``): the names of those drawn,
+    and of the library's importances left out of it (means per split, which have no total)."""
+    caption = f"{_joined(compared)} side by side, each as a percentage of its total, sorted by mean |SHAP|"
+    if left_out:
+        caption += (f" (not drawn: {_joined(left_out)}, {library}'s importances that are means per split and have "
+                    "no total to share; they are in the table)")
+    return caption
+
+
+def _joined(names: list[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def output_word(ens: Any) -> str:

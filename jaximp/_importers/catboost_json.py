@@ -22,6 +22,7 @@ import numpy as np
 from jaximp._importers.catboost_ctrs import featurizer_from_json, integer, number, numbers, sorted_borders
 from jaximp._importers.cbm import SIGNATURE, read_cbm
 from jaximp._importers.padded import ModelFields
+from jaximp._importers.paths import existing_file
 from jaximp._models.featurizer import Featurizer
 
 _NAN_MODES = {"AsFalse": "Min", "AsTrue": "Max", "AsIs": "AsIs"}
@@ -38,9 +39,8 @@ def load_json(model_or_path: Any) -> dict:
         ValueError: a missing, unreadable or corrupt file, or an unfitted model.
     """
     if isinstance(model_or_path, (str, os.PathLike)):
-        path = os.fspath(model_or_path)
-        if not os.path.isfile(path):
-            raise ValueError(f"from_catboost: model_or_path must be an existing file; got {path!r}")
+        path = existing_file(model_or_path, "from_catboost: model_or_path",
+                             "a CatBoost model or an existing model file (.cbm or .json)")
         try:
             with open(path, "rb") as f:
                 data = f.read()

@@ -77,6 +77,7 @@ from jaximp._importers.lightgbm_text import (
     right_categories,
 )
 from jaximp._importers.padded import ModelFields, ParsedTree, float32_below, pad_trees
+from jaximp._importers.paths import existing_file
 from jaximp._models.categories import CategoryCodes
 from jaximp._models.thresholds import ZERO_BAND, ValueThresholds, value_thresholds
 from jaximp._models.trees import TreeEnsemble
@@ -145,9 +146,7 @@ def from_lightgbm(model: Any) -> TreeEnsemble:
 def _model_text(model: Any) -> tuple[str, tuple]:
     """``(model text, class names)`` of a Booster, an LGBMModel or a model file's path."""
     if isinstance(model, (str, os.PathLike)):
-        path = os.fspath(model)
-        if not os.path.isfile(path):
-            raise ValueError(f"{_FN}: model must be a LightGBM model or an existing model file; got {path!r}")
+        path = existing_file(model, f"{_FN}: model", "a LightGBM model or an existing model file (.txt)")
         try:
             with open(path, encoding="utf-8") as f:
                 return f.read(), ()

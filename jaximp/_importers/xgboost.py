@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from jaximp._importers.padded import MAX_FEATURES, ModelFields, ParsedTree, pad_trees
+from jaximp._importers.paths import existing_file
 from jaximp._importers.ubjson import loads
 from jaximp._importers.xgboost_trees import FN, TreeContext, array, corrupt, float32s, integer, parse_tree
 from jaximp._models.categories import CategoryCodes
@@ -174,9 +175,7 @@ def _load(model: Any) -> tuple[dict, tuple, tuple[int, int], Any]:
     if isinstance(model, (bytes, bytearray, memoryview)):
         return _parse(bytes(model), "the model bytes"), (), (0, 0), None
     if isinstance(model, (str, os.PathLike)):
-        path = os.fspath(model)
-        if not os.path.isfile(path):
-            raise ValueError(f"from_xgboost: model must be an XGBoost model or an existing model file; got {path!r}")
+        path = existing_file(model, "from_xgboost: model", "an XGBoost model or an existing model file (.json or .ubj)")
         with open(path, "rb") as f:
             return _parse(f.read(), repr(path)), (), (0, 0), None
     xgboost = sys.modules.get("xgboost")  # imported wherever an XGBoost object exists

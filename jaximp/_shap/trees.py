@@ -80,13 +80,23 @@ from jaximp._shap.tree_plans import (
 )
 
 METHODS = ("path_dependent", "approximate", "interventional")  # "exact" is CatBoost's for oblivious trees only
+SHAP_METHODS = ("path_dependent", "exact", "approximate", "interventional")  # of shap_values, whatever the model
+# why a method of shap_values is not one of general trees' (METHODS): the reason told with the refusal
+NOT_FOR_TREES = {
+    "exact": "exact SHAP values (CatBoost's shap_calc_type='Exact') are defined for CatBoost's symmetric "
+             "(oblivious) trees only, and this model's trees are not symmetric",
+}
 
 
 def check_method(method: Any, background: Any, methods: tuple[str, ...], fn_name: str) -> None:
     """Refuse a ``method`` not among ``methods``, and a ``background`` missing for
-    ``"interventional"`` or given to another method (the checks of every SHAP function)."""
+    ``"interventional"`` or given to another method (the checks of every SHAP function). A
+    method of ``shap_values`` missing from ``methods`` is refused with the reason: one that
+    general trees do not define (``methods`` is :data:`METHODS`, the methods of this model), or
+    one that the function ``fn_name`` does not compute."""
     if not isinstance(method, str) or method not in methods:
-        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, methods))}; got {method!r}")
+        raise ValueError(f"{fn_name}: method must be one of {', '.join(map(repr, methods))}"
+                         f"{_unavailable(method, methods, fn_name)}")
     if method == "interventional" and background is None:
         raise ValueError(
             f"{fn_name}: background must be given for method='interventional' (rows [B, F], "
@@ -97,6 +107,16 @@ def check_method(method: Any, background: Any, methods: tuple[str, ...], fn_name
             f"{fn_name}: background is only used by method='interventional'; got a background "
             f"with method={method!r} (drop it, or pass method='interventional')"
         )
+
+
+def _unavailable(method: Any, methods: tuple[str, ...], fn_name: str) -> str:
+    """The end of :func:`check_method`'s refusal: ``"; got 'x'"``, with the reason when ``method``
+    is a method of ``shap_values`` that ``methods`` lacks."""
+    if not isinstance(method, str) or method not in SHAP_METHODS:
+        return f"; got {method!r}"
+    if tuple(methods) == METHODS and method in NOT_FOR_TREES:
+        return f" for this model; got {method!r}: {NOT_FOR_TREES[method]}"
+    return f"; got {method!r}, a method of shap_values that {fn_name} does not compute"
 
 
 # --------------------------------------------------------------------------------------------
