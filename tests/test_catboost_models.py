@@ -20,6 +20,7 @@ import sys
 import catboost
 import models
 import numpy as np
+import pandas as pd
 import pytest
 from oracles import assert_close, catboost_interactions, catboost_shap, raw_output
 
@@ -359,6 +360,28 @@ def test_pool_refusals():
         ens.predict(catboost.Pool(frame[["f0", "f1"]]))
     with pytest.raises(TypeError, match="raw categorical values"):  # permuting columns needs the raw values
         jaximp.permutation_importance(ens, models.pool(frame, np.zeros(len(frame))), np.zeros(len(frame)))
+
+
+def test_float_categories_refused_beside_equal_integers():
+    """A float in an integer categorical column (``5.0`` in an object column, or a category of a
+    float dtype) is refused as CatBoost refuses it, also once the integer it equals was hashed
+    (by an earlier call, or earlier in the same column)."""
+    ens = models.catboost_categorical("ctr").ens
+    frame, _ = models.explained("binary")
+    ens.predict(frame)  # hashes the integer categories of c2
+    value = int(frame.c2.iloc[1])
+    for order in ([value, float(value)], [float(value), value]):  # the first of two equal values is kept
+        rows = frame.astype({"c2": object})
+        rows.loc[rows.index[:2], "c2"] = pd.Series(order, index=rows.index[:2], dtype=object)
+        with pytest.raises(catboost.CatBoostError, match="cat_features must be integer or string"):
+            models.pool(rows)
+        with pytest.raises(TypeError, match=rf"column 'c2' is categorical: .*strings or integers; got {value}\.0"):
+            ens.predict(rows)
+    rows = frame.astype({"c2": float}).astype({"c2": "category"})
+    with pytest.raises(catboost.CatBoostError, match="cat_features must be integer or string"):
+        models.pool(rows)
+    with pytest.raises(TypeError, match=r"column 'c2' is categorical: .*strings or integers; got \d\.0"):
+        ens.predict(rows)
 
 
 # The drop-in's ShapInteractionValues of one pair ----------------------------------------------------------------------

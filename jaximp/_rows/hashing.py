@@ -53,11 +53,30 @@ def hash_column(values: Any) -> np.ndarray:
     if (codes < 0).any():
         raise TypeError("categorical values must be strings or integers; got a missing value "
                         "(NaN/None: CatBoost refuses them too, convert them to a string such as 'nan')")
+    if any(isinstance(u, (int, np.integer)) for u in uniques):
+        _check_numbers(values)
     table = np.fromiter((_memo_hash(u) for u in uniques), np.int64, len(uniques))
     return table[codes]
 
 
-_MEMO: dict = {}  # value -> cat_hash(value), for the values seen before (a pure function)
+def _check_numbers(values: Any) -> None:
+    """Refuse an object column's values that are neither strings nor integers (``5.0``) when it
+    holds integers: factorizing compares values with ``==``, which folds ``5.0`` into ``5`` (or
+    ``5`` into ``5.0``, by order), so that only the value kept would be checked. Columns without
+    integers need no scan: a float equals no string.
+
+    Raises:
+        TypeError: the first such value, as :func:`cat_hash` refuses it.
+    """
+    array = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    if array.dtype != object:
+        return
+    for kind in set(map(type, array.ravel())):
+        if not issubclass(kind, (str, bytes, int, np.integer, np.bool_)):
+            cat_hash(next(v for v in array.ravel() if type(v) is kind))
+
+
+_MEMO: dict = {}  # (type, value) -> cat_hash(value), for the values seen before (a pure function)
 _MEMO_SIZE = 1 << 20  # values kept at most; the memo starts over beyond
 
 
@@ -65,15 +84,16 @@ def _memo_hash(value: Any) -> int:
     """``cat_hash(value)``, from the memo when the value was hashed before: looking a string up
     costs a small fraction of hashing it in Python, and rows come back with the same categories
     call after call."""
+    key = (type(value), value)  # by type too: 5.0 == 5 would find the hash of 5, which cat_hash refuses
     try:
-        h = _MEMO.get(value)
+        h = _MEMO.get(key)
     except TypeError:  # unhashable: cat_hash says what it takes
         return cat_hash(value)
     if h is None:
         h = cat_hash(value)
         if len(_MEMO) >= _MEMO_SIZE:
             _MEMO.clear()
-        _MEMO[value] = h
+        _MEMO[key] = h
     return h
 
 
