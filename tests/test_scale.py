@@ -282,18 +282,107 @@ def test_bad_arguments():
 
 
 def test_default_steps_fit_the_device(monkeypatch):
-    """A default step's output takes at most 1/16 of the device's memory, down to one block, and
-    blocks shrink for outputs too wide for that: interaction values of F = 200 features on a
-    16 GB device, and on a 24 GB host."""
+    """A default step's output takes at most 1/16 of the device's memory and at most the tuning's
+    budget, down to one block, and blocks shrink for outputs too wide for that: interaction values
+    of F = 200 features on a 16 GB device, on a 24 GB host and on a 1 GB one."""
+    from jaximp._rows.tuning import CPU
+
     device = jax.devices()[0]
     for memory in (16 << 30, 24 << 30, 1 << 30):
         monkeypatch.setattr(_batching, "device_memory", lambda _d, m=memory: m)
         for row_floats in (50, 200 * 200, 200 * 200 * 10):
             step, block = _batching.step_shape(None, device, "f", row_floats)
-            assert step % block == 0 and 4 * row_floats * step <= memory // 16, (memory, row_floats)
+            budget = min(memory // 16, CPU.step_output_bytes)
+            assert step % block == 0 and 4 * row_floats * step <= budget, (memory, row_floats)
+            assert 4 * row_floats * step > budget // 2 or step == CPU.step_rows, (memory, row_floats)  # not smaller
     monkeypatch.undo()
     assert _batching.step_shape(None, device, "f") == _batching.step_shape(None, device, "f", 1)
     assert _batching.step_shape(1000, device, "f", 200 * 200)[0] == 1024  # explicit: rounded up
+
+
+WIDE_STEP_BYTES = 64 << 20  # the documented budget of a default step's output on a CPU
+
+
+@functools.cache
+def wide_model(layout: str):
+    """A model of 200 features (20 trees of depth 6) and 600 rows: oblivious (CatBoost) or general
+    trees (XGBoost)."""
+    X, y = make_data("regression", n=600, n_features=200)
+    if layout == "oblivious":
+        model = catboost.CatBoostRegressor(iterations=20, depth=6, random_seed=0, verbose=0, thread_count=1,
+                                           allow_writing_files=False).fit(X, y)
+        return jaximp.from_catboost(model), X
+    import xgboost
+
+    return jaximp.from_xgboost(xgboost.XGBRegressor(n_estimators=20, max_depth=6, n_jobs=1).fit(X, y)), X
+
+
+def record_steps(monkeypatch) -> list:
+    """Every step program run from now on, as ``(kernel, output bytes, temporary bytes)`` from XLA's
+    memory analysis of the compiled step (once per step shape)."""
+    seen, shapes = [], set()
+    sharded = _batching.sharded_step
+
+    def recording(kernel, devices, static, rows_at, rows_in="first"):
+        step = sharded(kernel, devices, static, rows_at, rows_in)
+
+        def run(params, rows):
+            shape = (kernel, static, tuple(a.shape for a in jax.tree_util.tree_leaves(rows)))
+            if shape not in shapes:
+                shapes.add(shape)
+                memory = step.lower(params, rows).compile().memory_analysis()
+                seen.append((kernel.__name__, memory.output_size_in_bytes, memory.temp_size_in_bytes))
+            return step(params, rows)
+
+        return run
+
+    monkeypatch.setattr(_batching, "sharded_step", recording)
+    return seen
+
+
+@pytest.mark.parametrize("method", ["path_dependent", "interventional"])
+@pytest.mark.parametrize("layout", ["oblivious", "trees"])
+def test_wide_interaction_values_take_bounded_steps(monkeypatch, layout, method):
+    """Interaction values of 200 features (160 KB a row) go in default steps whose output takes
+    at most the documented 64 MiB and whose program (output and intermediates, by XLA's memory
+    analysis) at most twice that, and no host array the size of all rows' values beyond the result
+    (the interventional values over the model's subsets are laid out in each step); the numbers
+    are the bits of one-row batches and of steps sized by the device's memory alone."""
+    import tracemalloc
+
+    from jaximp._rows import tuning
+
+    ens, X = wide_model(layout)
+    kwargs = {"method": method, "background": X[:50] if method == "interventional" else None}
+    jaximp.shap_interaction_values(ens, X[:2], **kwargs)  # the model's tables, once
+    steps = record_steps(monkeypatch)
+    tracemalloc.start()
+    try:
+        got = jaximp.shap_interaction_values(ens, X, **kwargs)
+        host_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.shape == (600, 200, 200) and steps
+    for kernel, output, temporary in steps:
+        assert output <= WIDE_STEP_BYTES and output + temporary <= 2 * WIDE_STEP_BYTES, (kernel, output, temporary)
+    assert host_peak - got.nbytes <= got.nbytes // 16, host_peak  # nothing the size of all rows' values
+    np.testing.assert_array_equal(jaximp.shap_interaction_values(ens, X[:3], batch_size=1, **kwargs), got[:3])
+    np.testing.assert_array_equal(jaximp.shap_interaction_values(ens, X[3], **kwargs), got[3])
+    assert tuning.CPU.step_output_bytes == WIDE_STEP_BYTES  # the budget documented
+    monkeypatch.setattr(tuning, "CPU", dataclasses.replace(tuning.CPU, step_output_bytes=1 << 40))
+    np.testing.assert_array_equal(jaximp.shap_interaction_values(ens, X, **kwargs), got)  # 1024-row steps
+
+
+def test_an_explicit_batch_size_still_sets_the_step(monkeypatch):
+    """``batch_size`` is honoured, rounded up to whole blocks (256 rows of 200 features on a CPU),
+    whatever the budget of a default step, with the same numbers."""
+    ens, X = wide_model("oblivious")
+    expected = jaximp.shap_interaction_values(ens, X)
+    steps = record_steps(monkeypatch)
+    np.testing.assert_array_equal(jaximp.shap_interaction_values(ens, X, batch_size=300), expected)
+    assert [output for _, output, _ in steps] == [512 * 200 * 200 * 4, 256 * 200 * 200 * 4]  # 512 rows, then 88
+    np.testing.assert_array_equal(jaximp.shap_interaction_importance(ens, X, batch_size=300),
+                                  jaximp.shap_interaction_importance(ens, X))
 
 
 def test_a_wide_model_explains_in_small_blocks(monkeypatch):

@@ -15,8 +15,10 @@ Every function of jaximp that takes rows runs its per-row kernel through :func:`
 * a reduction over rows (:func:`sum_rows`, :func:`sum_blocks`, :func:`mean_abs_rows`) adds each
   step's result on the device (block sums in double-float precision, ``jaximp._rows.sums``) and
   never holds a per-row result for all rows;
-* the default step size comes from the kernel's per-row output footprint (``row_floats``) and the
-  device's memory, so a default call fits the device whatever the output's width;
+* the default step size comes from the kernel's per-row output footprint (``row_floats``), the
+  device's memory and a fixed budget (the tuning's ``step_output_bytes``), so a default call
+  fits the device whatever the output's width, and a step of wide outputs (interaction values)
+  holds a bounded number of bytes whatever the device's size;
 * when the kernel's non-row arguments are traced (``jax.grad`` / ``jax.jit`` over the model),
   all rows go through one traced call instead, so the result is differentiable.
 
@@ -98,19 +100,25 @@ def device_memory(device: jax.Device) -> int:
         return 8 << 30
 
 
+def output_budget(device: jax.Device) -> int:
+    """Bytes a default step's output (and a block's) may take on ``device``: ``1 /
+    step_memory_fraction`` of its memory, at most the tuning's ``step_output_bytes``
+    (``jaximp._rows.tuning``)."""
+    tuning = tuning_for(device)
+    return min(device_memory(device) // tuning.step_memory_fraction, tuning.step_output_bytes)
+
+
 def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str, row_floats: int = 0) -> int:
     """Rows per device step: ``batch_size`` checked, or the device's default.
 
     The default is the step of the device's tuning (``jaximp._rows.tuning.Tuning.step_rows``),
     lowered so that a step's output (``row_floats`` 4-byte values per row, e.g. ``F * F * K`` for
-    interaction values) takes at most ``1 / step_memory_fraction`` of the device's memory.
+    interaction values) takes at most :func:`output_budget` bytes.
     """
     if batch_size is None:
-        tuning = tuning_for(device)
-        rows = tuning.step_rows
+        rows = tuning_for(device).step_rows
         if row_floats:
-            budget = device_memory(device) // tuning.step_memory_fraction
-            rows = max(1, min(rows, budget // (4 * row_floats)))
+            rows = max(1, min(rows, output_budget(device) // (4 * row_floats)))
         return rows
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"{fn_name}: batch_size must be a positive int or None; got {batch_size!r}")
@@ -119,11 +127,10 @@ def resolve_batch_size(batch_size: Any, device: jax.Device, fn_name: str, row_fl
 
 def block_size(device: jax.Device, row_floats: int = 0) -> int:
     """Rows per fused block on ``device`` (``jaximp._rows.tuning.Tuning.block_rows``), halved
-    while a block's output (``row_floats`` values per row) would take more than the default
-    step's share of memory."""
-    tuning = tuning_for(device)
-    block = tuning.block_rows
-    budget = device_memory(device) // tuning.step_memory_fraction if row_floats else 0
+    while a block's output (``row_floats`` values per row) would take more than a default step's
+    (:func:`output_budget`)."""
+    block = tuning_for(device).block_rows
+    budget = output_budget(device) if row_floats else 0
     while block > 1 and budget and 4 * row_floats * block > budget:
         block //= 2
     return block
@@ -137,6 +144,14 @@ def step_shape(batch_size: Any, device: jax.Device, fn_name: str, row_floats: in
     if batch_size is None:
         return max(block, rows // block * block), block
     return -(-rows // block) * block, block
+
+
+def default_step_rows(devices: Any, rows: Any, fn_name: str, row_floats: int = 0) -> int:
+    """Rows per device step of a call on ``rows`` without ``batch_size`` (:func:`step_shape`), on
+    the devices that :func:`map_rows` picks: ``devices=``, else those of rows given as
+    ``jax.Array``s, else JAX's default. Never the call's N: a kernel may size its own blocks by it."""
+    devs = resolve_devices(rows_devices(rows) if devices is None else devices, fn_name)
+    return step_shape(None, devs[0], fn_name, row_floats)[0]
 
 
 def features_first(kernel: Callable, rows: Any, tuning: Tuning) -> bool:

@@ -43,6 +43,17 @@ class Tuning:
     step_memory_fraction: int
     """A default step's output takes at most ``1 / step_memory_fraction`` of the device's memory."""
 
+    step_output_bytes: int
+    """The most bytes of a default step's output and of a block's, whatever the device's memory:
+    rows of wide outputs (interaction values, ``F * F * K`` values a row) go in steps and blocks
+    of at most that many bytes. A step then holds a few times this: its output, its kernel's
+    intermediates (about as many bytes again for interaction values) and, on the host, the
+    previous step's output while it is copied. 64 MiB on CPU: interaction values of 200
+    features go in 256-row steps of 39 MiB and 17 to 54 MiB of intermediates, where 1/16 of a
+    24 GB host alone allows 8192-row steps of 1.2 GiB and as much again (and runs slower). 1 GiB
+    on accelerators, where a general tree's interaction kernel computes up to
+    ``tree_step_rows`` rows at once."""
+
     min_step_rows: int
     """Rows of the smallest step (calls of fewer rows than a block)."""
 
@@ -152,6 +163,7 @@ CPU = Tuning(
     block_rows=1024,
     step_rows=1 << 15,  # steps of 32 blocks; leftover rows go in smaller steps
     step_memory_fraction=16,
+    step_output_bytes=1 << 26,  # 64 MiB
     min_step_rows=64,
     split_copy_bytes=1 << 23,
     features_first=True,
@@ -190,6 +202,7 @@ ACCELERATOR = dataclasses.replace(
     name="accelerator",
     block_rows=1 << 14,
     step_rows=1 << 18,
+    step_output_bytes=1 << 30,  # 1 GiB
     split_copy_bytes=0,
     features_first=False,
     gather_floats=1 << 28,  # 1 GiB

@@ -1,5 +1,6 @@
-"""Index values over a model's subsets as dense arrays over its players, where the values are:
-NumPy on the host, jitted on a device (static subsets, so nothing is sent from the host)."""
+"""Index values over a model's subsets as dense arrays over its players: values of single players
+where the values are (NumPy on the host, jitted on a device: static subsets, so nothing is sent
+from the host), and shap's layout of pairs, in the kernel of each step of rows."""
 
 from __future__ import annotations
 
@@ -30,36 +31,28 @@ def _spread(values: Array, *, players: tuple[int, ...], width: int, axis: int) -
     return jnp.zeros(shape, values.dtype).at[(slice(None),) * axis + (np.asarray(players, np.int32),)].set(values)
 
 
-def shap_pairs(inter: Any) -> Any:
-    """shap's layout of SII of order 2 over rows (``inter``, a ``jaximp.Interactions``):
-    ``f32[N, F, F(, K)]`` with half of each pair's SII at ``[i, j]`` and ``[j, i]`` and on the
-    diagonal the main effect, the Shapley value less the row's other entries (Lundberg et al.
-    2020, eq. 11-12)."""
-    f = len(inter.feature_names)
-    if isinstance(inter.values, np.ndarray):
-        return _pairs(inter.values, inter.subsets, f, np)
-    return _device_pairs(inter.values, subsets=inter.subsets, f=f)
-
-
-def _pairs(values: Any, subsets: tuple, f: int, xp: Any) -> Any:
+def pair_layout(subsets: tuple) -> tuple[np.ndarray, ...]:
+    """Where :func:`shap_layout` puts the values of ``subsets`` (M tuples of one or two players):
+    ``i32`` arrays ``(rows_i, rows_j, pair_at, diagonal, single_at)``, each pair ``(i, j)`` at
+    ``[i, j]`` and ``[j, i]`` from its value ``pair_at``, each single player ``diagonal`` from
+    ``single_at``."""
     singles = [(m, s[0]) for m, s in enumerate(subsets) if len(s) == 1]
     pairs = [(m, s) for m, s in enumerate(subsets) if len(s) == 2]
-    out = xp.zeros((values.shape[0], f, f) + values.shape[2:], values.dtype)
-    rows_i = np.array([s[0] for _, s in pairs] + [s[1] for _, s in pairs], np.int32)
-    rows_j = np.array([s[1] for _, s in pairs] + [s[0] for _, s in pairs], np.int32)
-    half = 0.5 * values[:, np.array([m for m, _ in pairs] * 2, np.int32)] if pairs else None
-    diagonal = np.array([i for _, i in singles], np.int32)
-    phi = values[:, np.array([m for m, _ in singles], np.int32)]
-    if xp is np:
-        if pairs:
-            out[:, rows_i, rows_j] = half
-        out[:, diagonal, diagonal] = phi - out[:, diagonal].sum(axis=2)
-        return out
-    if pairs:
-        out = out.at[:, rows_i, rows_j].set(half)
-    return out.at[:, diagonal, diagonal].set(phi - out[:, diagonal].sum(axis=2))
+    rows_i = [s[0] for _, s in pairs] + [s[1] for _, s in pairs]
+    rows_j = [s[1] for _, s in pairs] + [s[0] for _, s in pairs]
+    layout = (rows_i, rows_j, [m for m, _ in pairs] * 2, [i for _, i in singles], [m for m, _ in singles])
+    return tuple(np.array(a, np.int32) for a in layout)
 
 
-@functools.partial(jax.jit, static_argnames=("subsets", "f"))
-def _device_pairs(values: Array, *, subsets: tuple, f: int) -> Array:
-    return _pairs(values, subsets, f, jnp)
+def shap_layout(values: Array, layout: tuple[Array, ...], f: int) -> Array:
+    """shap's layout of SII of order 2 ``values f32[n, M(, K)]`` over the subsets of ``layout``
+    (:func:`pair_layout`): ``f32[n, F, F(, K)]`` with half of each pair's SII at ``[i, j]`` and
+    ``[j, i]`` and on the diagonal the main effect, the Shapley value less the row's other
+    entries (Lundberg et al. 2020, eq. 11-12). Traced in the kernel of each step of rows, so that
+    no call holds more than a step's values over the subsets."""
+    rows_i, rows_j, pair_at, diagonal, single_at = layout
+    out = jnp.zeros((values.shape[0], f, f) + values.shape[2:], values.dtype)
+    if pair_at.shape[0]:
+        out = out.at[:, rows_i, rows_j].set(0.5 * values[:, pair_at])
+    main = values[:, single_at] - jnp.sum(out, axis=2)[:, diagonal]  # the diagonal is still 0
+    return out.at[:, diagonal, diagonal].set(main)

@@ -33,7 +33,7 @@ from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._rows.tuning import rows_tuning
 from jaximp._shap import trees
-from jaximp._shap.dense import per_player, shap_pairs
+from jaximp._shap.dense import pair_layout, per_player, shap_layout
 from jaximp._shap.index_background import MAX_TABLE_DEPTH
 from jaximp._shap.index_games import (
     index_kernel,
@@ -173,6 +173,16 @@ def _k_sii_kernel(params: tuple, x: Array, *, block: int, kind: Any, step_rows: 
     return _aggregated(sii, *params[4:], n_subsets=sii.shape[1])
 
 
+def _shap_layout_kernel(params: tuple, x: Array, *, block: int, kind: Any, step_rows: int, spec: Any, f: int,
+                        features_first: bool = False) -> Array:
+    """shap's layout ``f32[n, F, F, K]`` of a step's SII of order 2 from :func:`index_kernel`
+    (``params[:4]``) and ``params[4]`` (``jaximp._shap.dense.pair_layout``): no call holds more
+    than a step's SII."""
+    sii = index_kernel(params[:4], x, block=block, kind=kind, step_rows=step_rows, spec=spec,
+                       features_first=features_first)
+    return shap_layout(sii, params[4], f)
+
+
 # --------------------------------------------------------------------------------------------
 # The public functions
 
@@ -186,8 +196,10 @@ def general_trees(ens: Any, fn_name: str) -> TreeEnsemble:
 
 
 def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, background: Any, feature_groups: Any,
-             batch_size: int | None, devices: Any, fn_name: str, reduce: bool = False) -> Interactions:
-    """The :class:`Interactions` of rows ``X`` (their mean |.| over rows with ``reduce``)."""
+             batch_size: int | None, devices: Any, fn_name: str, reduce: bool = False, dense: bool = False) -> Any:
+    """The :class:`Interactions` of rows ``X`` (their mean |.| over rows with ``reduce``); with
+    ``dense``, shap's layout of SII of order 2 over columns, ``f32[N, F, F(, K)]`` (``[F, F(, K)]``
+    for one row given 1-D), built in each step (``jaximp._shap.dense.shap_layout``)."""
     check_model(ens, fn_name)
     _check_index(index, order, fn_name)
     trees.check_method(method, background, _METHODS, fn_name)
@@ -228,10 +240,16 @@ def _explain(ens: Any, X: Any, *, index: str, order: int, method: str, backgroun
         pairs = tuple(a.astype(np.float32) if a.dtype == np.float64 else a for a in pairs)
     if reduce and pairs is not None:  # aggregated in each step: no call holds more than a step's SII
         kernel, params = _k_sii_kernel, params + pairs
+    width, static = subsets.count * k, {} if reduce else {"small_step_rows": 1}
+    if dense:  # the step's output is F * F * K values a row, and its steps are sized so
+        layout = pair_layout(_in_columns(subsets.by_size, columns))
+        kernel, params, width, static = _shap_layout_kernel, params + (layout,), len(names) ** 2 * k, \
+            {**static, "f": len(names)}
     run = mean_abs_rows if reduce else map_rows
-    values = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name,
-                 row_floats=subsets.count * k, progress=False, kind=plan.kind, step_rows=plan.step_rows, spec=spec,
-                 **({} if reduce else {"small_step_rows": 1}))
+    values = run(kernel, params, x, batch_size=batch_size, devices=devices, fn_name=fn_name, row_floats=width,
+                 progress=False, kind=plan.kind, step_rows=plan.step_rows, spec=spec, **static)
+    if dense:
+        return first_row(squeeze_outputs(values, k), single)
     if not reduce and pairs is not None:  # aggregated where the values are, in one program (faster than per step)
         values = _aggregate(values, pairs, subsets.count)
     listed, order_of = _listed(subsets.by_size, columns)
@@ -301,6 +319,11 @@ def interventional_plan(ens: TreeEnsemble, background: Any, x: Any, index: str, 
 _blocks = jax.jit(functools.partial(row_blocks, block=_PAIRED_BLOCK))
 
 
+def _in_columns(by_size: tuple[np.ndarray, ...], columns: np.ndarray | None) -> tuple[tuple[int, ...], ...]:
+    """The subsets of players ``by_size``, in their values' order, as tuples of columns."""
+    return tuple(tuple(int(c) for c in (row if columns is None else columns[row])) for rows in by_size for row in rows)
+
+
 def _listed(by_size: tuple[np.ndarray, ...], columns: np.ndarray | None) -> tuple[tuple, np.ndarray | None]:
     """The subsets as sorted tuples of columns, by size and then lexicographically, and the
     order that takes the players' subsets there (None when the players are the columns)."""
@@ -316,17 +339,11 @@ def _listed(by_size: tuple[np.ndarray, ...], columns: np.ndarray | None) -> tupl
 def shap_interactions(ens: Ensemble, X: Any, *, method: str, background: Any, batch_size: int | None,
                       devices: Any, fn_name: str) -> Any:
     """SHAP interaction values in shap's layout, ``f32[N, F, F(, K)]`` (``f32[F, F(, K)]`` for
-    one row given 1-D), from SII of order 2 (:func:`shap_pairs`): what
-    ``jaximp.shap_interaction_values`` computes for the interventional game."""
-    model = general_trees(ens, fn_name)
-    order = 2 if _largest_order(model) >= 2 else 1
-    inter = _explain(ens, X, index="SII", order=order, method=method, background=background, feature_groups=None,
-                     batch_size=batch_size, devices=devices, fn_name=fn_name)
-    single = np.ndim(inter.values) == (1 if np.ndim(inter.baseline) == 0 else 2)
-    if single:
-        inter = dataclasses.replace(inter, values=inter.values[None])
-    out = shap_pairs(inter)
-    return out[0] if single else out
+    one row given 1-D), from SII of order 2 (``jaximp._shap.dense.shap_layout``, in each step):
+    what ``jaximp.shap_interaction_values`` computes for the interventional game."""
+    order = 2 if _largest_order(general_trees(ens, fn_name)) >= 2 else 1
+    return _explain(ens, X, index="SII", order=order, method=method, background=background, feature_groups=None,
+                    batch_size=batch_size, devices=devices, fn_name=fn_name, dense=True)
 
 
 def interaction_values(ens: Ensemble, X: Any, *, index: str = "k-SII", order: int = 2,

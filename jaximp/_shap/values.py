@@ -36,13 +36,17 @@ from typing import Any
 
 from jax import Array
 
+from jaximp._leaves.predict import training_leaf_weights
 from jaximp._models.ensemble import Ensemble, check_model
 from jaximp._models.groups import grouped
+from jaximp._models.trees import TreeEnsemble
+from jaximp._rows.batching import default_step_rows
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
 from jaximp._shap.interactions import general_trees, shap_interactions
 from jaximp._shap.outputs import output_transform, output_values
+from jaximp._shap.tree_plans import kernel_plan
 from jaximp._shap.trees import check_method
 
 
@@ -71,10 +75,26 @@ class ShapKernels:
     interactions: Callable
 
 
+def _tree_interactions(ens: TreeEnsemble, x: Any, *, batch_size: int | None, devices: Any, fn_name: str,
+                       reduce: bool = False, progress: bool = True, per_player: bool = False) -> Any:
+    """General trees' path-dependent interaction values (``jaximp._shap.trees.interactions``), the
+    kernel's rows at once (its plan's ``step_rows``) at most a default step's, whose output is
+    bounded (``jaximp._rows.batching.resolve_batch_size``): a wide model's steps are then neither
+    padded to more rows nor held whole in larger blocks. The rows of the model and platform,
+    whatever the call's N and ``batch_size``, so that a row's bits never depend on them."""
+    weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
+    plan = kernel_plan(ens, "pairs", weights, x=x, devices=devices, fn_name=fn_name)
+    n = ens.n_players if per_player else ens.n_features
+    rows = default_step_rows(devices, x, fn_name, n * n * ens.n_outputs)  # the width trees.values steps by
+    plan = dataclasses.replace(plan, step_rows=min(plan.step_rows, rows))
+    return trees.values(ens, plan, x, batch_size=batch_size, devices=devices, reduce=reduce, fn_name=fn_name,
+                        progress=progress, per_player=per_player)
+
+
 KERNELS = {
     "oblivious": ShapKernels(oblivious.METHODS, oblivious.plan, oblivious.values, oblivious.expected,
                              oblivious.interactions),
-    "trees": ShapKernels(trees.METHODS, trees.plan, trees.values, trees.expected, trees.interactions),
+    "trees": ShapKernels(trees.METHODS, trees.plan, trees.values, trees.expected, _tree_interactions),
 }
 METHODS = oblivious.METHODS
 
@@ -355,7 +375,14 @@ def shap_interaction_values(ens: Ensemble, X: Any, *, method: str = "path_depend
         X: ``[N, F]`` rows, or one row given 1-D (as for [`shap_values`][jaximp.shap_values]).
         method: ``"path_dependent"`` or ``"interventional"``.
         background: ``[B, F]`` rows for ``method="interventional"`` (refused by the other).
-        batch_size: rows per device step; None picks one for the device.
+        batch_size: rows per device step; None picks one for the device: the most rows whose
+            output (``F * F * K`` 4-byte values a row) takes at most 64 MiB on a CPU (1 GiB on a
+            GPU or TPU; never over 1/16 of the device's memory), e.g. 256 rows of 200 features.
+            The kernels' intermediates take about as much again, whatever N (XLA's temporary
+            memory of a step of 200 features: 40 MiB for oblivious trees, 54 MiB for general
+            ones, 17 to 25 MiB for ``"interventional"``). Any ``batch_size`` is rounded up to
+            whole blocks of rows, as small for a wide model; the values are the same bits
+            whatever the batch size.
         devices: None, an int or a list of ``jax.Device`` to shard rows over.
         progress: a progress bar (tqdm) when the call lasts over 2 seconds; False silences it
             (path-dependent).
@@ -397,7 +424,7 @@ def shap_interaction_importance(ens: Ensemble, X: Any, *, batch_size: int | None
 
     Equals ``np.abs(shap_interaction_values(ens, X)).mean(axis=0)`` to float32 rounding (each
     step reduced on the device, the blocks added there in double-float precision); memory ``O(batch_size F^2)``
-    whatever N.
+    whatever N, the default steps as those of [`shap_interaction_values`][jaximp.shap_interaction_values].
 
     Args:
         ens: the model.
