@@ -56,7 +56,7 @@ from jaximp._leaves.tables import mean_prediction
 from jaximp._leaves.trees import leaves_of
 from jaximp._models.ensemble import safe_div, squeeze_outputs, to_columns
 from jaximp._models.trees import TreeEnsemble, leaf_paths, subtree_sums
-from jaximp._rows.batching import map_rows, mean_abs_rows
+from jaximp._rows.batching import default_step_rows, map_rows, mean_abs_rows
 from jaximp._rows.blocks import map_feature_blocks
 from jaximp._rows.tuning import Tuning
 from jaximp._shap.games import (
@@ -314,6 +314,11 @@ def interactions(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None, de
                  per_player: bool = False) -> Any:
     """Path-dependent SHAP interaction values of checked rows ``x: f32[N, E]``.
 
+    The kernel's rows at once (its plan's ``step_rows``) are at most a default step's, whose output
+    is bounded (``jaximp._rows.batching.resolve_batch_size``): a wide model's steps are then neither
+    padded to more rows nor held whole in larger blocks. They are the model's and the platform's,
+    whatever the call's N and ``batch_size``, so that a row's bits never depend on them.
+
     Returns:
         ``f32[N, F, F]`` when K == 1, else ``f32[N, F, F, K]``, symmetric; rows sum to the SHAP
         values (Lundberg et al. 2020, eq. 11-12). With ``reduce``, their mean absolute value over
@@ -321,5 +326,8 @@ def interactions(ens: TreeEnsemble, x: Any, *, batch_size: int | None = None, de
     """
     weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
     shap_plan = kernel_plan(ens, "pairs", weights, x=x, devices=devices, fn_name=fn_name)
+    n = ens.n_players if per_player else ens.n_features
+    rows = default_step_rows(devices, x, fn_name, n * n * ens.n_outputs)  # the width values() steps by
+    shap_plan = dataclasses.replace(shap_plan, step_rows=min(shap_plan.step_rows, rows))
     return values(ens, shap_plan, x, batch_size=batch_size, devices=devices, reduce=reduce, fn_name=fn_name,
                   progress=progress, per_player=per_player)

@@ -36,17 +36,13 @@ from typing import Any
 
 from jax import Array
 
-from jaximp._leaves.predict import training_leaf_weights
 from jaximp._models.ensemble import Ensemble, check_model
 from jaximp._models.groups import grouped
-from jaximp._models.trees import TreeEnsemble
-from jaximp._rows.batching import default_step_rows
 from jaximp._rows.frames import first_row, one_row
 from jaximp._rows.inputs import as_features
 from jaximp._shap import oblivious, trees
 from jaximp._shap.interactions import general_trees, shap_interactions
 from jaximp._shap.outputs import output_transform, output_values
-from jaximp._shap.tree_plans import kernel_plan
 from jaximp._shap.trees import check_method
 
 
@@ -75,26 +71,10 @@ class ShapKernels:
     interactions: Callable
 
 
-def _tree_interactions(ens: TreeEnsemble, x: Any, *, batch_size: int | None, devices: Any, fn_name: str,
-                       reduce: bool = False, progress: bool = True, per_player: bool = False) -> Any:
-    """General trees' path-dependent interaction values (``jaximp._shap.trees.interactions``), the
-    kernel's rows at once (its plan's ``step_rows``) at most a default step's, whose output is
-    bounded (``jaximp._rows.batching.resolve_batch_size``): a wide model's steps are then neither
-    padded to more rows nor held whole in larger blocks. The rows of the model and platform,
-    whatever the call's N and ``batch_size``, so that a row's bits never depend on them."""
-    weights = training_leaf_weights(ens, x, batch_size=batch_size, devices=devices, fn_name=fn_name)
-    plan = kernel_plan(ens, "pairs", weights, x=x, devices=devices, fn_name=fn_name)
-    n = ens.n_players if per_player else ens.n_features
-    rows = default_step_rows(devices, x, fn_name, n * n * ens.n_outputs)  # the width trees.values steps by
-    plan = dataclasses.replace(plan, step_rows=min(plan.step_rows, rows))
-    return trees.values(ens, plan, x, batch_size=batch_size, devices=devices, reduce=reduce, fn_name=fn_name,
-                        progress=progress, per_player=per_player)
-
-
 KERNELS = {
     "oblivious": ShapKernels(oblivious.METHODS, oblivious.plan, oblivious.values, oblivious.expected,
                              oblivious.interactions),
-    "trees": ShapKernels(trees.METHODS, trees.plan, trees.values, trees.expected, _tree_interactions),
+    "trees": ShapKernels(trees.METHODS, trees.plan, trees.values, trees.expected, trees.interactions),
 }
 METHODS = oblivious.METHODS
 
