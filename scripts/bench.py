@@ -1301,6 +1301,10 @@ def section_header(group: str) -> list[str]:
             "of the reference distribution; the interventional rows give shap the whole background",
             "(`shap.maskers.Independent(bg, max_samples=len(bg))`), as jaximp uses it. jaximp timed warm",
             "(its programs compiled by an earlier call; each explainer builds its tables again).",
+            "The LightGBM interventional check's largest difference is shap's: its interventional kernel",
+            "holds thresholds in float32, and one explained row equals the float32 rounding of a double",
+            "threshold that LightGBM compares in float64 (tests/test_tree_explainer.py checks jaximp's",
+            "values of such rows against the Shapley values of LightGBM's own predictions).",
         ]
     threads = os.cpu_count()
     return [

@@ -138,6 +138,61 @@ def _check_lightgbm_classes_merged_by_shap(model, got, expected, ref, rows):
     _close(got.sum(axis=1) + expected, model.predict(rows, raw_score=True))
 
 
+def _rounded_up_split(booster):
+    """``(feature, threshold)`` of the first tree root whose double threshold rounds up to
+    float32: a float32 row equal to that rounding lies right of the threshold for LightGBM
+    (float64 comparison) but on it for a float32 copy of the threshold."""
+    for tree in booster.dump_model()["tree_info"]:
+        root = tree["tree_structure"]
+        if "split_feature" in root and float(np.float32(root["threshold"])) > root["threshold"]:
+            return root["split_feature"], root["threshold"]
+    raise AssertionError("no root threshold rounds up to float32")
+
+
+def test_interventional_rows_on_a_rounded_threshold_go_lightgbms_way():
+    """shap's interventional kernel holds thresholds in float32, so a row between a LightGBM
+    threshold and its float32 rounding goes the other way there; jaximp's values are the Shapley
+    values of LightGBM's own predictions (``v(S) = mean_b f(x_S, b_rest)``, every coalition
+    predicted by LightGBM), and shap's are not."""
+    from oracles import prediction_shap
+
+    fitted = lightgbm_model("regression")
+    booster = fitted.model
+    feature, threshold = _rounded_up_split(booster)
+    rows, background = np.nan_to_num(fitted.X[:3]).astype(np.float32), fitted.X[100:130].astype(np.float32)
+    rows[:, feature] = np.float32(threshold)
+    assert np.all(rows[:, feature].astype(np.float64) > threshold)  # right of it for LightGBM
+    want = prediction_shap(lambda z: booster.predict(z, raw_score=True)[:, None], rows, background)[..., 0]
+    _close(jaximp.TreeExplainer(booster, background).shap_values(rows), want)
+    theirs = shap.TreeExplainer(booster, _whole(background)).shap_values(rows, check_additivity=False)
+    assert np.abs(theirs[:, feature] - want[:, feature]).max() > 1e-2  # shap's rounding, not jaximp's
+
+
+def test_lightgbm_random_forest_values_are_of_the_mean_of_the_trees():
+    """A LightGBM random forest predicts the sigmoid of its trees' mean, but its ``pred_contrib``
+    and ``predict(raw_score=True)`` are the trees' sum, and shap gives that sum's values. jaximp's
+    are those of the mean: shap's divided by the number of trees, adding up to the margin whose
+    sigmoid is LightGBM's probability (and, with ``model_output="probability"``, to it)."""
+    import lightgbm
+
+    X, y = make_data("binary", n=500, nan_fraction=0.05)
+    params = dict(boosting_type="rf", objective="binary", bagging_freq=1, bagging_fraction=0.5, feature_fraction=0.5,
+                  num_leaves=15, num_threads=1, verbose=-1, seed=0)
+    booster = lightgbm.train(params, lightgbm.Dataset(X, y), num_boost_round=20)
+    rows, background = X[:40], X[100:160]
+    margin = booster.predict(rows, raw_score=True) / 20
+    np.testing.assert_allclose(1 / (1 + np.exp(-margin)), booster.predict(rows), rtol=1e-12)
+    for data in (None, background):
+        ours, ref = jaximp.TreeExplainer(booster, data), shap.TreeExplainer(booster, None if data is None else
+                                                                                _whole(background))
+        got = ours.shap_values(rows)
+        _close(got, ref.shap_values(rows) / 20)
+        _close(got.sum(axis=1) + ours.expected_value, margin)
+        _close(ours.expected_value, np.float64(ref.expected_value) / 20)
+    chances = jaximp.TreeExplainer(booster, background, model_output="probability")
+    _close(chances.shap_values(rows).sum(axis=1) + chances.expected_value, booster.predict(rows))
+
+
 @pytest.mark.parametrize("name", SHAP_MISSES_THE_BASE)
 def test_interventional_expected_value_is_the_mean_margin(name):
     """shap's interventional expected value of a multiclass XGBoost model adds one base score to
@@ -300,6 +355,8 @@ def test_categorical_splits_with_a_background(case):
 
 
 def test_device_rows_give_device_values_and_batches_change_no_bit():
+    """Device rows give device values; batches and the suite's devices (two, tests/conftest.py)
+    change no bit."""
     model, X, _ = _fitted("lightgbm:binary")
     explainer = jaximp.TreeExplainer(model, X[100:160])
     host = explainer.shap_values(X[:40])
@@ -307,6 +364,10 @@ def test_device_rows_give_device_values_and_batches_change_no_bit():
     assert isinstance(device, jax.Array)
     np.testing.assert_array_equal(np.asarray(device), host)
     np.testing.assert_array_equal(explainer.shap_values(X[:40], batch_size=5), host)
+    shared = explainer.shap_values(jnp.asarray(X[:40]), batch_size=7, devices=len(jax.devices()))
+    np.testing.assert_array_equal(np.asarray(shared), host)
+    interactions = explainer.shap_interaction_values(X[:9])
+    np.testing.assert_array_equal(explainer.shap_interaction_values(X[:9], devices=len(jax.devices())), interactions)
 
 
 def test_check_additivity_raises_shaps_error():
