@@ -401,3 +401,24 @@ def test_interaction_pairs_of_combinations(name):
         got = jaximp.get_feature_importance(fitted.model, data, type="ShapInteractionValues",
                                             interaction_indices=list(pair))
         assert_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "Int64", "category"])
+def test_multiclass_interaction_pairs_of_integer_categories(dtype):
+    """A multiclass model whose categorical columns are integers, one-hot (up to 6 values) and
+    CTRs over them and their combinations: every pair of ShapInteractionValues is CatBoost's,
+    whichever way pandas holds the integers."""
+    frame = models.make_frame(400, seed=0)
+    y = models.make_target(frame, "multiclass")
+    frame = frame.assign(c0=frame.c0.map("abcd".index), c1=frame.c1.str[1:].astype(int))
+    frame[["c0", "c1", "c2"]] = frame[["c0", "c1", "c2"]].astype(dtype)
+    model = catboost.CatBoostClassifier(loss_function="MultiClass", iterations=12, depth=4, learning_rate=0.3,
+                                        one_hot_max_size=6, max_ctr_complexity=3, random_seed=0, verbose=0,
+                                        thread_count=1, allow_writing_files=False, cat_features=models.CAT)
+    model.fit(frame, y)
+    assert any(len(player) > 1 for player in jaximp.from_catboost(model).players)  # a CTR of a combination
+    data = catboost.Pool(frame.iloc[:8], cat_features=models.CAT)
+    for pair in itertools.product(range(frame.shape[1]), repeat=2):
+        want = model.get_feature_importance(data, type="ShapInteractionValues", interaction_indices=list(pair))
+        got = jaximp.get_feature_importance(model, data, type="ShapInteractionValues", interaction_indices=list(pair))
+        assert_close(got, want)
