@@ -28,25 +28,13 @@ import numpy as np  # noqa: E402
 
 import jaximp  # noqa: E402
 import jaximp.plots  # noqa: E402
+from jaximp._frontends.demo import demo_model  # noqa: E402  (the model python -m jaximp demo trains)
 
 FIGURES = Path(__file__).resolve().parents[1] / "notebooks" / "figures"
 NAMES = ("beeswarm.png", "importance.png", "interactions.png")
 DPI = 110
 # PNG text chunks: none that names the matplotlib version, so the same pixels give the same bytes.
 METADATA = {"Software": None}
-
-
-def demo_model():
-    """The demo's model and data: ``(CatBoostRegressor, X f32[442, 10] DataFrame, y f64[442])``,
-    trained as ``python -m jaximp demo`` trains it (jaximp/_frontends/demo.py)."""
-    import catboost
-    from sklearn.datasets import load_diabetes
-
-    data = load_diabetes(as_frame=True)
-    X, y = data.data.astype(np.float32), data.target.to_numpy()
-    model = catboost.CatBoostRegressor(iterations=300, depth=6, learning_rate=0.05, verbose=0, random_seed=0,
-                                       allow_writing_files=False).fit(X, y)
-    return model, X, y
 
 
 def draw(ens, X, y) -> dict[str, object]:

@@ -32,15 +32,9 @@ def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress
     so that a clone stays clean and no other user's files are touched) and explain them there;
     the report's path."""
     import catboost
-    from sklearn.datasets import load_diabetes
 
-    data = load_diabetes(as_frame=True)
-    X, y = data.data.astype(np.float32), data.target.to_numpy()
+    model, X, y = demo_model(iterations, depth)
     print(f"data: sklearn diabetes, {X.shape[0]} rows x {X.shape[1]} features")
-    model = catboost.CatBoostRegressor(
-        iterations=iterations, depth=depth, learning_rate=0.05, verbose=0, random_seed=0,
-        allow_writing_files=False,
-    ).fit(X, y)
     ens = from_catboost(model)
     print(f"model: {ens.n_trees} trees, depth {ens.depth}, {ens.n_features} features, "
           f"{ens.n_outputs} output(s), loss {ens.loss_function}")
@@ -86,6 +80,22 @@ def demo(iterations: int = 300, depth: int = 6, out: str | None = None, progress
               f"+/- {result.importances_std[i]:.3f}")
     categorical_demo(X, y, iterations=iterations // 3)
     return explain_demo(model, X, y, demo_folder(out), progress)
+
+
+def demo_model(iterations: int = 300, depth: int = 6):
+    """The demo's model and data: ``(CatBoostRegressor, X f32[442, 10] DataFrame, y f64[442])``,
+    ``iterations`` trees of depth ``depth`` trained (seeded) on scikit-learn's bundled diabetes
+    data (no download). scripts/figures.py draws the README's pictures from it."""
+    import catboost
+    from sklearn.datasets import load_diabetes
+
+    data = load_diabetes(as_frame=True)
+    X, y = data.data.astype(np.float32), data.target.to_numpy()
+    model = catboost.CatBoostRegressor(
+        iterations=iterations, depth=depth, learning_rate=0.05, verbose=0, random_seed=0,
+        allow_writing_files=False,
+    ).fit(X, y)
+    return model, X, y
 
 
 def demo_folder(out: str | None) -> str:
