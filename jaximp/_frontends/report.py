@@ -96,7 +96,8 @@ def write_plots(out: str, columns: list[str], table: dict[str, Any], labels: lis
     if "loss_function_change" in table:
         compared[NAMES["loss_function_change"]] = table["loss_function_change"]
     if len(compared) > 1:
-        left_out = [display_name(c) for c in shown_columns(table, library) if c in _mean_columns(library)]
+        means = _mean_columns(library)
+        left_out = [display_name(c) for c in shown_columns(table, library) if c in means]
         save(plots.importance(compared, names, top=_TOP, title="Importances compared (each as a share of its total)"),
              "importances.png", _compared_caption(list(compared), left_out, library))
     if len(labels) > 1:

@@ -328,7 +328,7 @@ def _listed(by_size: tuple[np.ndarray, ...], columns: np.ndarray | None) -> tupl
     """The subsets as sorted tuples of columns, by size and then lexicographically, and the
     order that takes the players' subsets there (None when the players are the columns)."""
     if columns is None:
-        return tuple(tuple(int(i) for i in row) for rows in by_size for row in rows), None
+        return _in_columns(by_size, None), None
     mapped = [np.sort(columns[rows], axis=-1) for rows in by_size]
     offsets = np.cumsum([0] + [len(rows) for rows in by_size])
     orders = [np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, np.int64) for rows in mapped]
